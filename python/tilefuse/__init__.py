@@ -1,0 +1,26 @@
+"""tilefuse: StableHLO to CUDA and Vulkan kernels through transform-dialect strategies.
+
+    import tilefuse
+    module = tilefuse.compile("samples/gelu_f32.mlir", target="vulkan")
+    out = module.main(x)          # numpy in, numpy out
+"""
+
+from .driver import CompileResult, compile_program
+from .errors import TilefuseError
+from .runtime import CompiledModule, load
+from .targets import Target, load_target, target_names
+
+
+def compile(source, target: str = "vulkan", device: str | None = None, dump_dir=None):
+    """Compile a StableHLO program (path, text or bytecode) and load it.
+
+    `device` defaults to the target's runtime driver (vulkan, cuda, local-task).
+    """
+    result = compile_program(source, target, dump_dir=dump_dir)
+    return CompiledModule(result.vmfb, device or result.target.runtime_driver, result.reports)
+
+
+__all__ = [
+    "CompileResult", "CompiledModule", "Target", "TilefuseError", "compile", "compile_program",
+    "load", "load_target", "target_names",
+]

@@ -1,0 +1,166 @@
+"""Read the executable sources IREE wrote in phase 1: one record per dispatch.
+
+Each dispatch is a func.func inside hal.executable / variant / builtin.module.
+The strategy chooser needs its root (the op whose results are stored), the
+root's iteration space, and which other ops sit in the dispatch.
+"""
+
+from dataclasses import dataclass, field
+
+from iree.compiler import ir
+
+STORE = "iree_tensor_ext.dispatch.tensor.store"
+LOAD = "iree_tensor_ext.dispatch.tensor.load"
+# Ops that carry no computation of their own inside a dispatch.
+PLUMBING = {
+    "arith.constant", "hal.interface.binding.subspan", "hal.interface.constant.load",
+    "tensor.empty", LOAD, STORE, "func.return",
+}
+
+
+@dataclass
+class Operand:
+    shape: list[int]  # -1 for a dynamic size
+    element_type: str  # "f32", "bf16", "i32", ...
+    bits: int
+
+
+@dataclass
+class Dispatch:
+    name: str  # the dispatch function's name (also the export name)
+    executable: str
+    location: str
+    ops: list[str]  # names of the computing ops, in program order
+    root_op: str | None = None
+    iterator_types: list[str] = field(default_factory=list)
+    loop_ranges: list[int] = field(default_factory=list)
+    inputs: list[Operand] = field(default_factory=list)
+    outputs: list[Operand] = field(default_factory=list)
+    output_maps_identity: bool = False
+    input_producers: list[str | None] = field(default_factory=list)  # op per root input
+    problem: str | None = None  # why no root could be identified
+
+    @property
+    def kind(self) -> str:
+        if self.root_op is None:
+            return "unknown"
+        if self.root_op in ("linalg.matmul", "linalg.batch_matmul") or (
+            "reduction" in self.iterator_types and len(self.inputs) == 2
+            and self.root_op == "linalg.generic" and _looks_like_contraction(self)
+        ):
+            return "matmul"
+        if "reduction" in self.iterator_types:
+            return "reduction"
+        if self.iterator_types:
+            return "elementwise"
+        return "other"
+
+
+def _looks_like_contraction(d: Dispatch) -> bool:
+    return len(d.iterator_types) >= 3 and d.iterator_types.count("reduction") == 1
+
+
+def _cast(cls, t):
+    try:
+        return cls(t)
+    except (ValueError, TypeError):
+        return None
+
+
+def _element(t: ir.Type) -> tuple[str, int]:
+    shaped = _cast(ir.ShapedType, t)
+    et = shaped.element_type if shaped is not None else t
+    for cls in (ir.IntegerType, ir.FloatType):
+        typed = _cast(cls, et)
+        if typed is not None:
+            return str(et), typed.width
+    return str(et), 64
+
+
+def _operand(v: ir.Value) -> Operand:
+    name, bits = _element(v.type)
+    shape = []
+    st = _cast(ir.ShapedType, v.type)
+    if st is not None:
+        shape = [-1 if st.is_dynamic_dim(i) else st.get_dim_size(i) for i in range(st.rank)]
+    return Operand(shape=shape, element_type=name, bits=bits)
+
+
+def _walk(op):
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                yield inner
+                yield from _walk(inner)
+
+
+def _defining_op_name(v: ir.Value) -> str | None:
+    owner = v.owner
+    return owner.operation.name if hasattr(owner, "operation") else None
+
+
+def _analyse(func, executable: str) -> Dispatch:
+    name = ir.StringAttr(func.attributes["sym_name"]).value
+    top = [op.operation for op in func.regions[0].blocks[0].operations]
+    d = Dispatch(
+        name=name,
+        executable=executable,
+        location=str(func.location),
+        ops=[op.name for op in top if op.name not in PLUMBING],
+    )
+    stores = [op for op in top if op.name == STORE]
+    if not stores:
+        d.problem = "dispatch stores no result"
+        return d
+    roots = {}
+    for s in stores:
+        owner = s.operands[0].owner
+        roots[str(owner.operation) if hasattr(owner, "operation") else "arg"] = owner
+    if len(roots) != 1:
+        d.problem = f"{len(stores)} results computed by {len(roots)} different ops"
+        return d
+    root = next(iter(roots.values()))
+    if not hasattr(root, "operation"):
+        d.problem = "stored value is not computed by an op"
+        return d
+    root = root.operation
+    d.root_op = root.name
+    attrs = root.attributes
+    if "iterator_types" in attrs:
+        d.iterator_types = [
+            "reduction" if "reduction" in str(a) else "parallel"
+            for a in ir.ArrayAttr(attrs["iterator_types"])
+        ]
+    elif root.name.startswith("linalg.") and root.name != "linalg.generic":
+        d.problem = f"named op {root.name} (generalize it first)"
+    num_inputs = 0
+    if "operandSegmentSizes" in attrs:
+        num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+    operands = list(root.operands)
+    d.inputs = [_operand(v) for v in operands[:num_inputs]]
+    d.outputs = [_operand(v) for v in root.results]
+    d.input_producers = [_defining_op_name(v) for v in operands[:num_inputs]]
+    if "indexing_maps" in attrs and d.iterator_types:
+        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
+        identity = ir.AffineMap.get_identity(len(d.iterator_types), func.context)
+        d.output_maps_identity = all(m == identity for m in maps[num_inputs:])
+        if d.output_maps_identity and d.outputs:
+            d.loop_ranges = list(d.outputs[0].shape)
+    return d
+
+
+def read_dispatches(sources_text: str) -> list[Dispatch]:
+    """Parse `--compile-to=executable-sources` output into Dispatch records."""
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    module = ir.Module.parse(sources_text, ctx)
+    found = []
+    for op in _walk(module.operation):
+        if op.name != "hal.executable.variant":
+            continue
+        executable = ir.StringAttr(op.parent.operation.attributes["sym_name"]).value
+        for inner in _walk(op):
+            if inner.name == "func.func" and inner.parent.operation.name == "builtin.module":
+                found.append(_analyse(inner, executable))
+    return found

@@ -1,0 +1,124 @@
+"""The compile pipeline, top to bottom.
+
+    load -> phase 1 (executable sources) -> read dispatches -> choose
+    strategies -> write the transform library -> phase 2 (vmfb) -> verify
+
+Every stage is one small function; `compile_program` reads like the diagram
+in DESIGN.md.
+"""
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from . import ptx
+from .dispatches import Dispatch, read_dispatches
+from .errors import TilefuseError
+from .frontend import Program, load_program
+from .library import build_library
+from .strategies import Choice, choose
+from .targets import Target, load_target
+from .toolchain import iree_compile
+from .verify import DispatchReport, verify
+
+DEVICE_GLOBAL = "__tilefuse_device"
+
+
+@dataclass
+class CompileResult:
+    vmfb: bytes
+    target: Target
+    program: Program
+    reports: list[DispatchReport]
+    library: str
+
+
+def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
+    """The file phase 1 reads: the user's file, or a copy carrying a device target."""
+    if target.device_target is None:
+        if program.path is not None:
+            return program.path
+        path = workdir / "input.mlir"
+        path.write_text(program.text)
+        return path
+    # Targets IREE does not know (sm_90) travel inside the module.
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    module = ir.Module.parse(program.text, ctx)
+    body = ir.InsertionPoint.at_block_begin(module.body)
+    device = ir.Operation.parse(
+        f"util.global private @{DEVICE_GLOBAL} = {target.device_target} : !hal.device", context=ctx
+    )
+    body.insert(device)
+    module.operation.attributes["stream.affinity.default"] = ir.Attribute.parse(
+        f"#hal.device.affinity<@{DEVICE_GLOBAL}>", ctx
+    )
+    path = workdir / "input.mlir"
+    path.write_text(module.operation.get_asm(enable_debug_info=True))
+    return path
+
+
+def phase1_executable_sources(source: Path, target: Target, workdir: Path) -> Path:
+    out = workdir / "executable_sources.mlir"
+    iree_compile(
+        [str(source), *target.compile_flags, "--compile-to=executable-sources", "-o", str(out)],
+        "phase 1 (StableHLO to executable sources)",
+    )
+    return out
+
+
+def choose_strategies(dispatches: list[Dispatch], target: Target) -> list[Choice]:
+    return [choose(d, target) for d in dispatches]
+
+
+def write_library(choices: list[Choice], workdir: Path) -> Path:
+    path = workdir / "dispatch_table.mlir"
+    path.write_text(build_library(choices))
+    return path
+
+
+def phase2_executable(
+    sources: Path, library: Path, target: Target, workdir: Path, use_library: bool
+) -> tuple[bytes, str, list[Path]]:
+    out = workdir / "module.vmfb"
+    binaries = workdir / "binaries"
+    args = [str(sources), *target.compile_flags, "--compile-from=executable-sources",
+            "-o", str(out)]
+    if use_library:
+        args.append(f"--iree-codegen-transform-dialect-library={library}@kernel_config")
+    if target.backend == "cuda":
+        args.append(f"--iree-hal-dump-executable-binaries-to={binaries}")
+    run = iree_compile(args, "phase 2 (executable sources to GPU code)")
+    return out.read_bytes(), run.stdout + run.stderr, sorted(binaries.glob("*.ptx"))
+
+
+def attach_ptxas(reports: list[DispatchReport], ptx_files: list[Path], arch: str) -> None:
+    resources = ptx.assemble(ptx_files, arch)
+    for r in reports:
+        if r.name in resources:
+            r.registers = resources[r.name].registers
+            r.spill_bytes = resources[r.name].spill_store_bytes
+
+
+def compile_program(
+    source, target: str | Target = "vulkan", dump_dir: str | Path | None = None
+) -> CompileResult:
+    target = load_target(target) if isinstance(target, str) else target
+    program = source if isinstance(source, Program) else load_program(source)
+    with tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
+        workdir = Path(dump_dir) if dump_dir else Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        sources = phase1_executable_sources(phase1_input(program, target, workdir), target, workdir)
+        choices = choose_strategies(read_dispatches(sources.read_text()), target)
+        library = write_library(choices, workdir)
+        use_library = any(c.strategy for c in choices)
+        vmfb, log, ptx_files = phase2_executable(sources, library, target, workdir, use_library)
+        (workdir / "phase2.log").write_text(log)
+        reports = verify(choices, log)
+        if target.backend == "cuda":
+            if not ptx_files:
+                raise TilefuseError("phase 2 wrote no PTX to check")
+            attach_ptxas(reports, ptx_files, target.ptxas_arch)
+        return CompileResult(vmfb, target, program, reports, library.read_text())

@@ -1,0 +1,10 @@
+"""The one exception type users see. The CLI prints it as a single line."""
+
+
+class TilefuseError(Exception):
+    """A user-facing error: `location` (file:line:col or a name) plus a message."""
+
+    def __init__(self, message: str, location: str | None = None):
+        self.message = message
+        self.location = location
+        super().__init__(f"{location}: {message}" if location else message)

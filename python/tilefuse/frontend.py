@@ -1,0 +1,84 @@
+"""Load a StableHLO program (text, bytecode, or a string) and check it.
+
+Every problem becomes one TilefuseError that names the file and line, so the
+CLI never shows a traceback.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from .errors import TilefuseError
+
+BYTECODE_MAGIC = b"ML\xefR"
+
+
+@dataclass
+class Program:
+    text: str  # MLIR text of the whole module
+    name: str  # how messages refer to it (a path or "<string>")
+    path: Path | None  # the file it came from, if any
+    functions: list[str]  # public functions, the callable entry points
+
+
+def _location(loc: ir.Location, name: str) -> str:
+    # Python bindings print a file location as loc("file":line:col).
+    m = re.match(r'loc\("([^"]*)":(\d+):(\d+)', str(loc))
+    if not m:
+        return name
+    return f"{name}:{m.group(2)}:{m.group(3)}"
+
+
+def _looks_like_path(source: str) -> bool:
+    return "\n" not in source and len(source) < 4096 and not source.lstrip().startswith(
+        ("module", "func.func", "#", "//")
+    )
+
+
+def load_program(source: str | Path | bytes) -> Program:
+    """`source` is a path, MLIR text, or MLIR bytecode."""
+    path = None
+    if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
+        path = Path(source)
+        if not path.is_file():
+            raise TilefuseError(f"no such file: {path}")
+        data = path.read_bytes()
+        name = str(path)
+    elif isinstance(source, bytes):
+        data, name = source, "<bytes>"
+    else:
+        data, name = source.encode(), "<string>"
+
+    ctx = ir.Context()
+    if data.startswith(BYTECODE_MAGIC):
+        asm: str | bytes = data
+    else:
+        try:
+            asm = data.decode()
+        except UnicodeDecodeError:
+            raise TilefuseError("not MLIR text or bytecode (not UTF-8)", name) from None
+    try:
+        module = ir.Module.parse(asm, ctx)
+    except ir.MLIRError as e:
+        diags = e.error_diagnostics
+        if diags:
+            d = diags[0]
+            raise TilefuseError(d.message, _location(d.location, name)) from None
+        raise TilefuseError(f"cannot parse: {e}", name) from None
+
+    functions = []
+    for op in module.body.operations:
+        if op.operation.name == "func.func":
+            attrs = op.operation.attributes
+            visibility = attrs["sym_visibility"].value if "sym_visibility" in attrs else "public"
+            if visibility == "public" and len(op.operation.regions[0].blocks) > 0:
+                functions.append(ir.StringAttr(attrs["sym_name"]).value)
+    if not functions:
+        raise TilefuseError("no public function to compile (expected a func.func)", name)
+    text = module.operation.get_asm(enable_debug_info=True)
+    if path is not None:
+        # Keep the user's file name in locations, for IREE's error messages.
+        text = text.replace('loc("-":', f'loc("{path}":')
+    return Program(text=text, name=name, path=path, functions=functions)

@@ -1,0 +1,53 @@
+"""Assemble dumped PTX with ptxas and read its resource usage (-v)."""
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import TilefuseError
+
+
+@dataclass
+class KernelResources:
+    registers: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    shared_bytes: int
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
+_REGS = re.compile(r"Used (\d+) registers")
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def assemble(ptx_files: list[Path], arch: str) -> dict[str, KernelResources]:
+    """Run `ptxas -arch=<arch> -v` on each file; kernel name -> resources."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        raise TilefuseError("ptxas not found on PATH (needed to check CUDA PTX)")
+    found: dict[str, KernelResources] = {}
+    for ptx in ptx_files:
+        proc = subprocess.run(
+            [ptxas, f"-arch={arch}", "-v", str(ptx), "-o", "/dev/null"],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            raise TilefuseError(f"ptxas rejected the PTX: {proc.stderr.strip()}", str(ptx))
+        current = None
+        for line in proc.stderr.splitlines():
+            if m := _ENTRY.search(line):
+                current = m.group(1)
+                found[current] = KernelResources(0, 0, 0, 0)
+            elif current is None:
+                continue
+            if m := _REGS.search(line):
+                found[current].registers = int(m.group(1))
+            if m := _SMEM.search(line):
+                found[current].shared_bytes = int(m.group(1))
+            if m := _SPILL.search(line):
+                found[current].spill_store_bytes = int(m.group(1))
+                found[current].spill_load_bytes = int(m.group(2))
+    return found

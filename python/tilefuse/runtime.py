@@ -1,0 +1,161 @@
+"""Load a compiled module on an IREE device and call it with numpy arrays."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from iree import runtime as rt
+
+from .errors import TilefuseError
+
+try:  # bf16 arrays come from ml_dtypes, which iree-base-compiler installs
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover
+    _BF16 = None
+
+DTYPES = {
+    "f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
+    "i64": np.dtype(np.int64), "i32": np.dtype(np.int32), "i16": np.dtype(np.int16),
+    "i8": np.dtype(np.int8), "i1": np.dtype(np.bool_), "ui8": np.dtype(np.uint8),
+}
+if _BF16 is not None:
+    DTYPES["bf16"] = _BF16
+
+DRIVERS = {"vulkan": "vulkan", "cuda": "cuda", "local-task": "local-task", "cpu": "local-task"}
+
+
+@dataclass
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self):
+        return f"tensor<{'x'.join(map(str, self.shape)) + 'x' if self.shape else ''}{self.dtype}>"
+
+
+_TENSOR = re.compile(r"tensor<([^>]*)>")
+
+
+def _parse_spec(text: str) -> TensorSpec:
+    *dims, dtype = text.split("x")
+    return TensorSpec(tuple(int(d) if d != "?" else -1 for d in dims), dtype)
+
+
+def signature(function: rt.VmFunction) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """Argument and result types from the function's ABI declaration."""
+    decl = function.reflection.get("iree.abi.declaration", "")
+    args_text, _, results_text = decl.partition("->")
+    return (
+        [_parse_spec(t) for t in _TENSOR.findall(args_text)],
+        [_parse_spec(t) for t in _TENSOR.findall(results_text)],
+    )
+
+
+def _to_numpy(device: rt.HalDevice, value) -> np.ndarray:
+    """Copy a result to the host through a mappable staging buffer.
+
+    `to_host()` imports a numpy allocation, which lavapipe refuses unless it is
+    4096-byte aligned; a staging copy works on every driver.
+    """
+    view = value._buffer_view if hasattr(value, "_buffer_view") else value
+    dtype = rt.HalElementType.map_to_dtype(view.element_type)
+    source = view.get_buffer()
+    staging = device.allocator.allocate_buffer(
+        memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+        allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+        allocation_size=source.byte_length(),
+    )
+    sem = device.create_semaphore(0)
+    device.queue_copy(
+        source, staging,
+        wait_semaphores=rt.HalFence.create_at(sem, 0),
+        signal_semaphores=rt.HalFence.create_at(sem, 1),
+    )
+    rt.HalFence.create_at(sem, 1).wait()
+    return staging.map().asarray(view.shape, np.dtype(dtype)).copy()
+
+
+class Function:
+    def __init__(self, module: "CompiledModule", name: str, vm_function: rt.VmFunction):
+        self.module = module
+        self.name = name
+        self.arg_specs, self.result_specs = signature(vm_function)
+        self._call = module._context.modules.module[name]
+
+    def check_args(self, args) -> list[np.ndarray]:
+        if len(args) != len(self.arg_specs):
+            raise TilefuseError(
+                f"{self.name} takes {len(self.arg_specs)} arguments "
+                f"({', '.join(map(str, self.arg_specs))}), got {len(args)}"
+            )
+        checked = []
+        for i, (arg, spec) in enumerate(zip(args, self.arg_specs)):
+            arr = np.asarray(arg)
+            want = DTYPES.get(spec.dtype)
+            if want is None:
+                raise TilefuseError(f"argument {i} of {self.name}: unsupported type {spec}")
+            if arr.dtype != want:
+                raise TilefuseError(
+                    f"argument {i} of {self.name}: expected {spec} ({want}), got dtype {arr.dtype}"
+                )
+            if tuple(arr.shape) != spec.shape and -1 not in spec.shape:
+                raise TilefuseError(
+                    f"argument {i} of {self.name}: expected {spec}, got shape {tuple(arr.shape)}"
+                )
+            checked.append(np.ascontiguousarray(arr))
+        return checked
+
+    def __call__(self, *args):
+        arrays = self.check_args(args)
+        result = self._call(*arrays)
+        device = self.module._config.device
+        if isinstance(result, (tuple, list)):
+            return tuple(_to_numpy(device, r) for r in result)
+        return _to_numpy(device, result)
+
+
+class CompiledModule:
+    """A compiled program on one device; its functions take numpy arrays."""
+
+    def __init__(self, vmfb: bytes, device: str, reports=None):
+        driver = DRIVERS.get(device)
+        if driver is None:
+            raise TilefuseError(f"unknown device '{device}'; known: {', '.join(DRIVERS)}")
+        try:
+            self._config = rt.Config(driver)
+        except Exception as e:  # IREE raises plain RuntimeError/ValueError here
+            raise TilefuseError(f"cannot open device '{device}': {e}") from None
+        self._context = rt.SystemContext(config=self._config)
+        try:
+            vm_module = rt.VmModule.copy_buffer(self._context.instance, vmfb)
+        except Exception as e:
+            raise TilefuseError(f"not a loadable IREE module: {e}") from None
+        self._context.add_vm_module(vm_module)
+        self.device = device
+        self.reports = reports or []
+        self.functions = {}
+        for name in vm_module.function_names:
+            fn = vm_module.lookup_function(name)
+            if fn is not None and "iree.abi.declaration" in fn.reflection:
+                self.functions[name] = Function(self, name, fn)
+
+    def __getattr__(self, name):
+        functions = self.__dict__.get("functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"module has no function '{name}' (has: {', '.join(functions)})")
+
+    def __getitem__(self, name) -> Function:
+        if name not in self.functions:
+            raise TilefuseError(f"module has no function '{name}' (has: {', '.join(self.functions)})")
+        return self.functions[name]
+
+
+def load(path: str | Path, device: str = "vulkan") -> CompiledModule:
+    path = Path(path)
+    if not path.is_file():
+        raise TilefuseError(f"no such file: {path}")
+    return CompiledModule(path.read_bytes(), device)

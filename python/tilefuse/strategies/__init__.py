@@ -1,0 +1,39 @@
+"""Pick a strategy and its parameters for each dispatch.
+
+A Choice either names a strategy (a named sequence in transform_scripts/) with
+the parameters to specialize it with, or says why no tilefuse strategy applies
+so that IREE's own codegen compiles the dispatch; `explain` prints that reason.
+"""
+
+from dataclasses import dataclass, field
+
+from ..dispatches import Dispatch
+from ..targets import Target
+from . import loop
+
+
+@dataclass
+class Choice:
+    dispatch: Dispatch
+    strategy: str | None  # None: IREE's default codegen
+    params: dict = field(default_factory=dict)
+    reason: str = ""  # why this strategy, or why none
+
+    def describe_params(self) -> str:
+        return loop.describe(self.params) if self.strategy == "loop" else ""
+
+
+# Tried in order; the first that applies wins.
+STRATEGIES = [("loop", loop)]
+
+
+def choose(dispatch: Dispatch, target: Target) -> Choice:
+    if not target.is_gpu:
+        return Choice(dispatch, None, reason=f"target {target.name} uses IREE's CPU codegen")
+    reasons = []
+    for name, module in STRATEGIES:
+        params, why = module.plan(dispatch, target)
+        if params is not None:
+            return Choice(dispatch, name, params, why)
+        reasons.append(f"{name}: {why}")
+    return Choice(dispatch, None, reason="; ".join(reasons))

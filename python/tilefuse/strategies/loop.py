@@ -1,0 +1,121 @@
+"""Parameters of the loop kernel (transform_scripts/loop.mlir).
+
+Seed: XLA's loop emitter. Threads of a workgroup cover the innermost dim, one
+vector each, so a warp reads a contiguous run of memory; extra rows go to the
+workgroup's y dim when a row is short; the next outer dim goes to grid z.
+Sizes that divide are chosen when a good divisor exists (every vector full,
+no masks); otherwise the last tile is ragged and masked.
+"""
+
+import math
+
+from ..dispatches import Dispatch
+from ..targets import Target
+
+MAX_RANK = 4
+# Leading dims beyond the grid's three become vector dims of each thread;
+# keep that vector small.
+MAX_SERIAL_ELEMENTS = 8
+
+
+def _largest_divisor_at_most(n: int, limit: int) -> int:
+    best = 1
+    for d in range(1, int(math.isqrt(n)) + 1):
+        if n % d == 0:
+            for c in (d, n // d):
+                if c <= limit:
+                    best = max(best, c)
+    return best
+
+
+def _check(d: Dispatch) -> str | None:
+    """Why the loop kernel does not apply, or None."""
+    if d.problem:
+        return d.problem
+    if d.root_op != "linalg.generic":
+        return f"root op is {d.root_op}, not linalg.generic"
+    if "reduction" in d.iterator_types:
+        return "root has reduction dims"
+    if not d.output_maps_identity:
+        return "root writes its output through a non-identity map"
+    if not d.loop_ranges:
+        return "rank-0 root"
+    if len(d.loop_ranges) > MAX_RANK:
+        return f"rank {len(d.loop_ranges)} > {MAX_RANK}"
+    if any(s < 0 for s in d.loop_ranges):
+        return "dynamic shapes"
+    others = [op for op in d.ops if op != d.root_op] if d.ops.count(d.root_op) == 1 else d.ops[:-1]
+    fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
+    if len(others) > len(fusable):
+        return f"{len(others)} ops besides the root, only direct producers are fused"
+    return None
+
+
+def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+    why_not = _check(d)
+    if why_not:
+        return None, why_not
+    shape = d.loop_ranges
+    rank = len(shape)
+    n = shape[-1]
+    bits = max(o.bits for o in d.inputs + d.outputs)
+    # Vector: as many elements as fit vector_bits, and it must divide the row.
+    vector = 1
+    while vector * 2 * bits <= target.vector_bits and n % (vector * 2) == 0:
+        vector *= 2
+    cols = n // vector
+    pref = target.preferred_threads
+    if cols <= pref:
+        threads_x, exact_x = cols, True
+    else:
+        divisor = _largest_divisor_at_most(cols, pref)
+        if divisor * 2 >= pref:
+            threads_x, exact_x = divisor, True
+        else:
+            threads_x, exact_x = pref, False
+    rows, exact_y = 1, True
+    if rank >= 2:
+        m = shape[-2]
+        want = max(1, min(m, pref // threads_x))
+        rows = _largest_divisor_at_most(m, want)
+        if rows * 2 < want:
+            rows, exact_y = want, m % want == 0
+    serial = math.prod(shape[: max(0, rank - 3)])
+    if serial > MAX_SERIAL_ELEMENTS:
+        return None, f"rank {rank} with {serial} elements in dims beyond the 3-D grid"
+
+    tile_x = threads_x * vector
+    grid = [math.ceil(n / tile_x), math.ceil(shape[-2] / rows) if rank >= 2 else 1,
+            shape[-3] if rank >= 3 else 1]
+    for axis, (count, limit) in enumerate(zip(grid, target.max_workgroup_count)):
+        if count > limit:
+            return None, f"grid {'xyz'[axis]} would be {count} > {limit} workgroups"
+
+    lead = list(shape[: max(0, rank - 3)])
+    workgroup_tile = [0] * len(lead) + ([1] if rank >= 3 else []) + (
+        [rows] if rank >= 2 else []) + [tile_x]
+    block_mapping = (["z"] if rank >= 3 else []) + (["y"] if rank >= 2 else []) + ["x"]
+    thread_count = [0] * max(0, rank - 2) + ([rows] if rank >= 2 else []) + [threads_x]
+    thread_mapping = (["y"] if rank >= 2 else []) + ["x"]
+    vector_sizes = lead + [1] * (rank - len(lead) - 1) + [vector]
+    params = {
+        "root_inputs": list(range(len(d.inputs))),
+        "workgroup_tile": workgroup_tile,
+        "workgroup_mapping": block_mapping,
+        "thread_count": thread_count,
+        "thread_mapping": thread_mapping,
+        "vector_sizes": vector_sizes,
+        "workgroup_dims": [threads_x, rows, 1],
+        "subgroup_size": target.subgroup_size,
+        "grid": grid,
+        "exact": exact_x and exact_y,
+    }
+    ragged = "" if params["exact"] else ", ragged edge masked"
+    return params, f"all-parallel rank-{rank} root{ragged}"
+
+
+def describe(p: dict) -> str:
+    return (
+        f"tile={p['workgroup_tile']} grid={p['grid']} wg={p['workgroup_dims']} "
+        f"vector={p['vector_sizes'][-1]}{'' if p['exact'] else ' masked'}"
+    )

@@ -1,0 +1,60 @@
+"""Compilation targets, read from the data files in `pipelines/`.
+
+Strategies take every hardware limit (subgroup size, shared memory, thread
+counts, vector width) from a Target, never from constants of their own.
+"""
+
+import tomllib
+from dataclasses import dataclass
+
+from .errors import TilefuseError
+from .paths import PIPELINES
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    backend: str  # "spirv", "cuda" or "cpu"
+    runtime_driver: str  # IREE runtime driver: "vulkan", "cuda", "local-task"
+    compile_flags: tuple[str, ...]
+    subgroup_size: int
+    shared_memory_bytes: int
+    max_threads: int
+    preferred_threads: int
+    vector_bits: int
+    max_workgroup_count: tuple[int, int, int]
+    ptxas_arch: str | None = None
+    device_target: str | None = None  # module-carried #hal.device.target
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.backend in ("spirv", "cuda")
+
+
+def target_names() -> list[str]:
+    return sorted(p.stem for p in PIPELINES.glob("*.toml"))
+
+
+def load_target(name: str) -> Target:
+    path = PIPELINES / f"{name}.toml"
+    if not path.is_file():
+        raise TilefuseError(
+            f"unknown target '{name}'; known targets: {', '.join(target_names())}"
+        )
+    data = tomllib.loads(path.read_text())
+    return Target(
+        name=name,
+        description=data["description"],
+        backend=data["backend"],
+        runtime_driver=data["runtime_driver"],
+        compile_flags=tuple(data["compile_flags"]),
+        subgroup_size=data["subgroup_size"],
+        shared_memory_bytes=data["shared_memory_bytes"],
+        max_threads=data["max_threads"],
+        preferred_threads=data["preferred_threads"],
+        vector_bits=data["vector_bits"],
+        max_workgroup_count=tuple(data["max_workgroup_count"]),
+        ptxas_arch=data.get("ptxas_arch"),
+        device_target=data.get("device_target"),
+    )

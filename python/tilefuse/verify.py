@@ -1,0 +1,122 @@
+"""Check that every dispatch given a strategy really ran it.
+
+Each strategy ends with `transform.print` of the finished kernel function.
+iree-compile exits 0 even when the transform library fails to load, so the
+absence of errors proves nothing; the printout does. We parse it and check
+that the function carries the strategy's final translation info
+(pipeline = no_pipeline with a workgroup size) and no linalg op is left.
+"""
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from .errors import TilefuseError
+from .strategies import Choice
+
+PRINT_HEADER = "[[[ IR printer: ]]]"
+
+
+@dataclass
+class DispatchReport:
+    name: str
+    kind: str
+    shapes: str
+    strategy: str | None
+    params: str
+    status: str  # "applied" or "fallback"
+    reason: str
+    registers: int | None = None
+    spill_bytes: int | None = None
+
+    def line(self) -> str:
+        head = f"{self.name}  [{self.kind} {self.shapes}]"
+        if self.status == "applied":
+            text = f"{head}  strategy={self.strategy} {self.params}  applied ({self.reason})"
+        else:
+            text = f"{head}  IREE default codegen  fallback: {self.reason}"
+        if self.registers is not None:
+            text += f"  ptxas: {self.registers} registers, {self.spill_bytes} spill bytes"
+        return text
+
+
+def printed_kernels(stderr: str) -> dict[str, str]:
+    """Function name -> IR text, for every function the strategies printed."""
+    kernels = {}
+    for chunk in stderr.split(PRINT_HEADER)[1:]:
+        lines = []
+        for line in chunk.lstrip("\n").splitlines():
+            lines.append(line)
+            if line == "}":
+                break
+        text = "\n".join(lines)
+        ctx = ir.Context()
+        ctx.allow_unregistered_dialects = True
+        try:
+            module = ir.Module.parse(text, ctx)
+        except ir.MLIRError as e:
+            raise TilefuseError(f"cannot read a strategy's printed kernel: {e}") from None
+        for op in module.body.operations:
+            op = op.operation
+            if op.name == "func.func":
+                kernels[ir.StringAttr(op.attributes["sym_name"]).value] = text
+    return kernels
+
+
+def _check_kernel(name: str, text: str) -> str | None:
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    func = ir.Module.parse(text, ctx).body.operations[0].operation
+    if "translation_info" not in func.attributes:
+        return "no translation_info on the kernel"
+    info = str(func.attributes["translation_info"])
+    if "no_pipeline" not in info or "workgroup_size" not in info:
+        return f"unexpected translation_info {info}"
+    leftover = sorted({op.name for op in _walk(func) if op.name.startswith(("linalg.", "tensor."))})
+    if leftover:
+        return f"{', '.join(leftover)} left after the strategy"
+    return None
+
+
+def _walk(op):
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
+
+
+def shapes_of(choice: Choice) -> str:
+    d = choice.dispatch
+    dims = "x".join(str(s) for s in d.loop_ranges) if d.loop_ranges else "?"
+    types = sorted({o.element_type for o in d.inputs + d.outputs})
+    return f"{dims} {','.join(types)}"
+
+
+def verify(choices: list[Choice], stderr: str) -> list[DispatchReport]:
+    kernels = printed_kernels(stderr)
+    reports = []
+    for c in choices:
+        d = c.dispatch
+        report = DispatchReport(
+            name=d.name, kind=d.kind, shapes=shapes_of(c), strategy=c.strategy,
+            params=c.describe_params(), status="fallback", reason=c.reason,
+        )
+        if c.strategy:
+            if d.name not in kernels:
+                raise TilefuseError(
+                    f"dispatch {d.name} was assigned strategy '{c.strategy}' but it did not "
+                    "run (the transform library was not applied); iree-compile said: "
+                    + _tail(stderr)
+                )
+            problem = _check_kernel(d.name, kernels[d.name])
+            if problem:
+                raise TilefuseError(f"strategy '{c.strategy}' on {d.name}: {problem}")
+            report.status = "applied"
+        reports.append(report)
+    return reports
+
+
+def _tail(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if "error" in line]
+    return lines[0].strip() if lines else "(nothing)"
