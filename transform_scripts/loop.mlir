@@ -18,12 +18,14 @@
 //   workgroup_dims     the workgroup size [x, y, z]
 //   translation_info   the final pipeline annotation (workgroup and subgroup size)
 module attributes {transform.with_named_sequence} {
-  transform.named_sequence @tilefuse_loop(%module: !transform.any_op {transform.readonly}) {
-    %func = transform.structured.match ops{["func.func"]} in %module
-      : (!transform.any_op) -> !transform.any_op
-
+  transform.named_sequence @tilefuse_loop(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root: the op whose result the dispatch stores.
-    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store"]} in %func
+    // IREE hands the strategy the dispatch's module on SPIR-V and the
+    // function itself on CUDA, where results leave through
+    // iree_codegen.store_to_buffer instead of dispatch.tensor.store.
+    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
+      : (!transform.any_op) -> !transform.any_op
+    %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
       : (!transform.any_op) -> !transform.any_op
     %root = transform.get_producer_of_operand %stores[0]
       : (!transform.any_op) -> !transform.any_op
