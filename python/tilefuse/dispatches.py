@@ -51,7 +51,7 @@ class Dispatch:
             return "matmul"
         if "reduction" in self.iterator_types:
             return "reduction"
-        if self.iterator_types:
+        if self.root_op == "linalg.generic":
             return "elementwise"
         return "other"
 
@@ -141,7 +141,7 @@ def _analyse(func, executable: str) -> Dispatch:
     d.inputs = [_operand(v) for v in operands[:num_inputs]]
     d.outputs = [_operand(v) for v in root.results]
     d.input_producers = [_defining_op_name(v) for v in operands[:num_inputs]]
-    if "indexing_maps" in attrs and d.iterator_types:
+    if "indexing_maps" in attrs and "iterator_types" in attrs:
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
         identity = ir.AffineMap.get_identity(len(d.iterator_types), func.context)
         d.output_maps_identity = all(m == identity for m in maps[num_inputs:])

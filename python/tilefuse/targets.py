@@ -26,6 +26,7 @@ class Target:
     max_workgroup_count: tuple[int, int, int]
     ptxas_arch: str | None = None
     device_target: str | None = None  # module-carried #hal.device.target
+    bf16_vector_elements: int | None = None  # cap on bf16 vector width, if any
 
     @property
     def is_gpu(self) -> bool:
@@ -57,4 +58,5 @@ def load_target(name: str) -> Target:
         max_workgroup_count=tuple(data["max_workgroup_count"]),
         ptxas_arch=data.get("ptxas_arch"),
         device_target=data.get("device_target"),
+        bf16_vector_elements=data.get("bf16_vector_elements"),
     )

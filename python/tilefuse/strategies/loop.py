@@ -39,7 +39,7 @@ def _check(d: Dispatch) -> str | None:
     if not d.output_maps_identity:
         return "root writes its output through a non-identity map"
     if not d.loop_ranges:
-        return "rank-0 root"
+        return "rank-0 root (a single element: nothing to tile)"
     if len(d.loop_ranges) > MAX_RANK:
         return f"rank {len(d.loop_ranges)} > {MAX_RANK}"
     if any(s < 0 for s in d.loop_ranges):
@@ -60,8 +60,13 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     n = shape[-1]
     bits = max(o.bits for o in d.inputs + d.outputs)
     # Vector: as many elements as fit vector_bits, and it must divide the row.
+    max_vector = target.vector_bits // bits
+    if target.bf16_vector_elements and any(
+        o.element_type == "bf16" for o in d.inputs + d.outputs
+    ):
+        max_vector = min(max_vector, target.bf16_vector_elements)
     vector = 1
-    while vector * 2 * bits <= target.vector_bits and n % (vector * 2) == 0:
+    while vector * 2 <= max_vector and n % (vector * 2) == 0:
         vector *= 2
     cols = n // vector
     pref = target.preferred_threads
@@ -119,3 +124,26 @@ def describe(p: dict) -> str:
         f"tile={p['workgroup_tile']} grid={p['grid']} wg={p['workgroup_dims']} "
         f"vector={p['vector_sizes'][-1]}{'' if p['exact'] else ' masked'}"
     )
+
+
+def library_params(rank: int, num_inputs: int, target: Target) -> dict:
+    """Shape-agnostic parameters for library mode (`tilefuse flags`).
+
+    Without shapes, every tile may be ragged: one row per workgroup, the
+    target's preferred thread count along the row, 32-bit-sized vectors, all
+    transfers masked.
+    """
+    vector = max(1, target.vector_bits // 32)
+    threads = target.preferred_threads
+    return {
+        "root_inputs": list(range(num_inputs)),
+        "workgroup_tile": [1] * (rank - 1) + [threads * vector],
+        "workgroup_mapping": ["z", "y", "x"][3 - rank:],
+        "thread_count": [0] * (rank - 1) + [threads],
+        "thread_mapping": ["x"],
+        "vector_sizes": [1] * (rank - 1) + [vector],
+        "workgroup_dims": [threads, 1, 1],
+        "subgroup_size": target.subgroup_size,
+        "grid": [],
+        "exact": False,
+    }
