@@ -86,6 +86,17 @@ def _operand(v: ir.Value) -> Operand:
     return Operand(shape=shape, element_type=name, bits=bits)
 
 
+def _loop_ranges(maps, operands: list[Operand], rank: int) -> list[int]:
+    """Size of each loop, read off the operands that index it directly."""
+    ranges = [-1] * rank
+    for amap, operand in zip(maps, operands):
+        for i, expr in enumerate(amap.results):
+            dim = _cast(ir.AffineDimExpr, expr)
+            if dim is not None and i < len(operand.shape) and operand.shape[i] >= 0:
+                ranges[dim.position] = operand.shape[i]
+    return ranges
+
+
 def _walk(op):
     for region in op.regions:
         for block in region.blocks:
@@ -145,8 +156,7 @@ def _analyse(func, executable: str) -> Dispatch:
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
         identity = ir.AffineMap.get_identity(len(d.iterator_types), func.context)
         d.output_maps_identity = all(m == identity for m in maps[num_inputs:])
-        if d.output_maps_identity and d.outputs:
-            d.loop_ranges = list(d.outputs[0].shape)
+        d.loop_ranges = _loop_ranges(maps, [_operand(v) for v in operands], len(identity.results))
     return d
 
 

@@ -1,0 +1,52 @@
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "samples"))
+
+NUMPY_TYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32}
+
+
+def tensor(shape, dtype):
+    return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+
+
+def broadcast_chain(shape, bshape, dtype):
+    """x * broadcast(b) -> tanh (floats) or max (ints) -> + x, as StableHLO text."""
+    t, bt = tensor(shape, dtype), tensor(bshape, dtype)
+    dims = list(range(len(shape) - len(bshape), len(shape)))
+    mid = (f"%1 = stablehlo.maximum %0, %bb : {t}" if dtype == "i32"
+           else f"%1 = stablehlo.tanh %0 : {t}")
+    return (
+        f"func.func @main(%a: {t}, %b: {bt}) -> {t} {{\n"
+        f"  %bb = stablehlo.broadcast_in_dim %b, dims = {dims} : ({bt}) -> {t}\n"
+        f"  %0 = stablehlo.multiply %a, %bb : {t}\n"
+        f"  {mid}\n"
+        f"  %2 = stablehlo.add %1, %a : {t}\n"
+        f"  return %2 : {t}\n}}\n"
+    )
+
+
+def broadcast_chain_reference(a, b, dtype):
+    if dtype == "i32":
+        return np.maximum(a.astype(np.int64) * b, b) + a
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return np.tanh(a64 * b64) + a64
+
+
+def random_inputs(shape, bshape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype == "i32":
+        return (rng.integers(-100, 100, shape).astype(np.int32),
+                rng.integers(-100, 100, bshape).astype(np.int32))
+    t = NUMPY_TYPES[dtype]
+    return rng.standard_normal(shape).astype(t), rng.standard_normal(bshape).astype(t)
+
+
+@pytest.fixture(scope="session")
+def root():
+    return ROOT
