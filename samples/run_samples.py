@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from references import SAMPLES  # noqa: E402
-
-import tilefuse  # noqa: E402
+import tilefuse
+from references import SAMPLES
 
 
 def main() -> int:
@@ -36,8 +35,10 @@ def main() -> int:
         err = max(float(np.max(np.abs(o.astype(np.float64) - r))) for o, r in zip(outputs, refs))
         ok = err <= tol
         failed += not ok
-        print(f"{name:18s} max |error| = {err:.3g} (tolerance {tol:g}) "
-              f"{'OK' if ok else 'FAIL'}  [{time.time() - start:.1f} s]")
+        print(
+            f"{name:18s} max |error| = {err:.3g} (tolerance {tol:g}) "
+            f"{'OK' if ok else 'FAIL'}  [{time.time() - start:.1f} s]"
+        )
     return 1 if failed else 0
 
 

@@ -19,8 +19,11 @@ def broadcast_chain(shape, bshape, dtype):
     """x * broadcast(b) -> tanh (floats) or max (ints) -> + x, as StableHLO text."""
     t, bt = tensor(shape, dtype), tensor(bshape, dtype)
     dims = list(range(len(shape) - len(bshape), len(shape)))
-    mid = (f"%1 = stablehlo.maximum %0, %bb : {t}" if dtype == "i32"
-           else f"%1 = stablehlo.tanh %0 : {t}")
+    mid = (
+        f"%1 = stablehlo.maximum %0, %bb : {t}"
+        if dtype == "i32"
+        else f"%1 = stablehlo.tanh %0 : {t}"
+    )
     return (
         f"func.func @main(%a: {t}, %b: {bt}) -> {t} {{\n"
         f"  %bb = stablehlo.broadcast_in_dim %b, dims = {dims} : ({bt}) -> {t}\n"
@@ -41,8 +44,10 @@ def broadcast_chain_reference(a, b, dtype):
 def random_inputs(shape, bshape, dtype, seed=0):
     rng = np.random.default_rng(seed)
     if dtype == "i32":
-        return (rng.integers(-100, 100, shape).astype(np.int32),
-                rng.integers(-100, 100, bshape).astype(np.int32))
+        return (
+            rng.integers(-100, 100, shape).astype(np.int32),
+            rng.integers(-100, 100, bshape).astype(np.int32),
+        )
     t = NUMPY_TYPES[dtype]
     return rng.standard_normal(shape).astype(t), rng.standard_normal(bshape).astype(t)
 

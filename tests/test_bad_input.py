@@ -5,7 +5,6 @@ import sys
 
 import numpy as np
 import pytest
-
 import tilefuse
 
 GOOD = """func.func @main(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
@@ -16,8 +15,9 @@ GOOD = """func.func @main(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 
 def run_cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "tilefuse.cli", *args],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tilefuse.cli", *args], capture_output=True, text=True, check=False
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
@@ -37,7 +37,9 @@ def compile_fails(tmp_path, text_or_path, *extra):
 
 
 def test_malformed_mlir_names_file_and_line(tmp_path):
-    err = compile_fails(tmp_path, GOOD.replace("stablehlo.exponential %a", "stablehlo.exponential %a,"))
+    err = compile_fails(
+        tmp_path, GOOD.replace("stablehlo.exponential %a", "stablehlo.exponential %a,")
+    )
     assert "model.mlir:2:" in err
 
 
@@ -61,7 +63,7 @@ def test_no_function(tmp_path):
 def test_op_iree_cannot_convert(tmp_path):
     text = GOOD.replace(
         "%0 = stablehlo.exponential %a : tensor<4x8xf32>",
-        '%0 = stablehlo.custom_call @no_such_kernel(%a) : (tensor<4x8xf32>) -> tensor<4x8xf32>',
+        "%0 = stablehlo.custom_call @no_such_kernel(%a) : (tensor<4x8xf32>) -> tensor<4x8xf32>",
     )
     err = compile_fails(tmp_path, text)
     assert "model.mlir:2:" in err and "error" in err
@@ -115,7 +117,7 @@ def test_wrong_dtype(module):
 
 def test_unknown_function(module):
     with pytest.raises(AttributeError, match="no function 'nope'"):
-        module.nope
+        _ = module.nope
 
 
 def test_load_from_disk(tmp_path):

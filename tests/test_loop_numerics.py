@@ -8,9 +8,8 @@ outputs up to ~5), exact for i32.
 
 import numpy as np
 import pytest
-from conftest import broadcast_chain, broadcast_chain_reference, random_inputs
-
 import tilefuse
+from conftest import broadcast_chain, broadcast_chain_reference, random_inputs
 
 TOLERANCE = {"f32": 1e-5, "f16": 4e-3, "bf16": 3e-2, "i32": 0}
 

@@ -1,10 +1,11 @@
 """tilefuse: StableHLO to CUDA and Vulkan kernels through transform-dialect strategies.
 
-    import tilefuse
-    module = tilefuse.compile("samples/gelu_f32.mlir", target="vulkan")
-    out = module.main(x)          # numpy in, numpy out
+import tilefuse
+module = tilefuse.compile("samples/gelu_f32.mlir", target="vulkan")
+out = module.main(x)          # numpy in, numpy out
 """
 
+from . import frontend, verify
 from .driver import CompileResult, compile_program
 from .errors import TilefuseError
 from .runtime import CompiledModule, load
@@ -21,6 +22,15 @@ def compile(source, target: str = "vulkan", device: str | None = None, dump_dir=
 
 
 __all__ = [
-    "CompileResult", "CompiledModule", "Target", "TilefuseError", "compile", "compile_program",
-    "load", "load_target", "target_names",
+    "CompileResult",
+    "CompiledModule",
+    "Target",
+    "TilefuseError",
+    "compile",
+    "compile_program",
+    "frontend",
+    "load",
+    "load_target",
+    "target_names",
+    "verify",
 ]

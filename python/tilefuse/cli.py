@@ -45,16 +45,17 @@ def cmd_explain(args) -> None:
     for report in result.reports:
         print(report.line())
     applied = sum(r.status == "applied" for r in result.reports)
-    print(f"{len(result.reports)} dispatches, {applied} with a tilefuse strategy, "
-          f"{len(result.reports) - applied} on IREE's default codegen")
+    print(
+        f"{len(result.reports)} dispatches, {applied} with a tilefuse strategy, "
+        f"{len(result.reports) - applied} on IREE's default codegen"
+    )
 
 
 def parse_input(text: str) -> np.ndarray:
     """A .npy file, or an IREE-style literal such as `2x3xf32=1 2 3 4 5 6`."""
     from .runtime import DTYPES
 
-    if text.startswith("@"):
-        text = text[1:]
+    text = text.removeprefix("@")
     if text.endswith(".npy"):
         if not Path(text).is_file():
             raise TilefuseError(f"no such file: {text}")
@@ -62,7 +63,9 @@ def parse_input(text: str) -> np.ndarray:
     spec, sep, values = text.partition("=")
     *dims, dtype = spec.split("x")
     if dtype not in DTYPES or not all(d.isdigit() for d in dims):
-        raise TilefuseError(f"cannot read input '{text}': expected e.g. 2x3xf32=1 2 3 4 5 6 or a .npy")
+        raise TilefuseError(
+            f"cannot read input '{text}': expected e.g. 2x3xf32=1 2 3 4 5 6 or a .npy"
+        )
     shape = tuple(int(d) for d in dims)
     count = int(np.prod(shape)) if shape else 1
     items = values.replace(",", " ").split() if sep else ["0"]
@@ -121,8 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("module", help="a .vmfb from `tilefuse compile`")
     r.add_argument("--function", default="main")
     r.add_argument("--device", default="vulkan", help="vulkan, cuda or local-task")
-    r.add_argument("--input", action="append", default=[],
-                   help="a .npy file or a literal like 2x3xf32=1 2 3 4 5 6 (repeat per argument)")
+    r.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        help="a .npy file or a literal like 2x3xf32=1 2 3 4 5 6 (repeat per argument)",
+    )
     r.add_argument("--save", help="also save result i to <SAVE><i>.npy")
     r.set_defaults(func=cmd_run)
 

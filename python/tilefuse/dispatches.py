@@ -13,8 +13,13 @@ STORE = "iree_tensor_ext.dispatch.tensor.store"
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
 # Ops that carry no computation of their own inside a dispatch.
 PLUMBING = {
-    "arith.constant", "hal.interface.binding.subspan", "hal.interface.constant.load",
-    "tensor.empty", LOAD, STORE, "func.return",
+    "arith.constant",
+    "hal.interface.binding.subspan",
+    "hal.interface.constant.load",
+    "tensor.empty",
+    LOAD,
+    STORE,
+    "func.return",
 }
 
 
@@ -45,8 +50,10 @@ class Dispatch:
         if self.root_op is None:
             return "unknown"
         if self.root_op in ("linalg.matmul", "linalg.batch_matmul") or (
-            "reduction" in self.iterator_types and len(self.inputs) == 2
-            and self.root_op == "linalg.generic" and _looks_like_contraction(self)
+            "reduction" in self.iterator_types
+            and len(self.inputs) == 2
+            and self.root_op == "linalg.generic"
+            and _looks_like_contraction(self)
         ):
             return "matmul"
         if "reduction" in self.iterator_types:

@@ -84,8 +84,13 @@ def phase2_executable(
 ) -> tuple[bytes, str, list[Path]]:
     out = workdir / "module.vmfb"
     binaries = workdir / "binaries"
-    args = [str(sources), *target.compile_flags, "--compile-from=executable-sources",
-            "-o", str(out)]
+    args = [
+        str(sources),
+        *target.compile_flags,
+        "--compile-from=executable-sources",
+        "-o",
+        str(out),
+    ]
     if use_library:
         args.append(f"--iree-codegen-transform-dialect-library={library}@kernel_config")
     if target.backend == "cuda":

@@ -32,8 +32,10 @@ def _location(loc: ir.Location, name: str) -> str:
 
 
 def _looks_like_path(source: str) -> bool:
-    return "\n" not in source and len(source) < 4096 and not source.lstrip().startswith(
-        ("module", "func.func", "#", "//")
+    return (
+        "\n" not in source
+        and len(source) < 4096
+        and not source.lstrip().startswith(("module", "func.func", "#", "//"))
     )
 
 

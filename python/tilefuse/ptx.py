@@ -32,7 +32,9 @@ def assemble(ptx_files: list[Path], arch: str) -> dict[str, KernelResources]:
     for ptx in ptx_files:
         proc = subprocess.run(
             [ptxas, f"-arch={arch}", "-v", str(ptx), "-o", "/dev/null"],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             raise TilefuseError(f"ptxas rejected the PTX: {proc.stderr.strip()}", str(ptx))

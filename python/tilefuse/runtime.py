@@ -17,9 +17,15 @@ except ImportError:  # pragma: no cover
     _BF16 = None
 
 DTYPES = {
-    "f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
-    "i64": np.dtype(np.int64), "i32": np.dtype(np.int32), "i16": np.dtype(np.int16),
-    "i8": np.dtype(np.int8), "i1": np.dtype(np.bool_), "ui8": np.dtype(np.uint8),
+    "f64": np.dtype(np.float64),
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "i64": np.dtype(np.int64),
+    "i32": np.dtype(np.int32),
+    "i16": np.dtype(np.int16),
+    "i8": np.dtype(np.int8),
+    "i1": np.dtype(np.bool_),
+    "ui8": np.dtype(np.uint8),
 }
 if _BF16 is not None:
     DTYPES["bf16"] = _BF16
@@ -70,7 +76,8 @@ def _to_numpy(device: rt.HalDevice, value) -> np.ndarray:
     )
     sem = device.create_semaphore(0)
     device.queue_copy(
-        source, staging,
+        source,
+        staging,
         wait_semaphores=rt.HalFence.create_at(sem, 0),
         signal_semaphores=rt.HalFence.create_at(sem, 1),
     )
@@ -126,12 +133,12 @@ class CompiledModule:
             raise TilefuseError(f"unknown device '{device}'; known: {', '.join(DRIVERS)}")
         try:
             self._config = rt.Config(driver)
-        except Exception as e:  # IREE raises plain RuntimeError/ValueError here
+        except (RuntimeError, ValueError) as e:
             raise TilefuseError(f"cannot open device '{device}': {e}") from None
         self._context = rt.SystemContext(config=self._config)
         try:
             vm_module = rt.VmModule.copy_buffer(self._context.instance, vmfb)
-        except Exception as e:
+        except (RuntimeError, ValueError) as e:
             raise TilefuseError(f"not a loadable IREE module: {e}") from None
         self._context.add_vm_module(vm_module)
         self.device = device
@@ -150,7 +157,9 @@ class CompiledModule:
 
     def __getitem__(self, name) -> Function:
         if name not in self.functions:
-            raise TilefuseError(f"module has no function '{name}' (has: {', '.join(self.functions)})")
+            raise TilefuseError(
+                f"module has no function '{name}' (has: {', '.join(self.functions)})"
+            )
         return self.functions[name]
 
 

@@ -40,9 +40,7 @@ def target_names() -> list[str]:
 def load_target(name: str) -> Target:
     path = PIPELINES / f"{name}.toml"
     if not path.is_file():
-        raise TilefuseError(
-            f"unknown target '{name}'; known targets: {', '.join(target_names())}"
-        )
+        raise TilefuseError(f"unknown target '{name}'; known targets: {', '.join(target_names())}")
     data = tomllib.loads(path.read_text())
     return Target(
         name=name,

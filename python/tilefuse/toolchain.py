@@ -19,13 +19,13 @@ class ToolRun:
 def iree_compile(args: list[str], what: str) -> ToolRun:
     """Run iree-compile; raise with IREE's first error line if it fails."""
     cmd = [find_tool("iree-compile"), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise TilefuseError(f"{what} failed: {first_error(proc.stderr)}")
     return ToolRun(proc.returncode, proc.stdout, proc.stderr)
 
 
-_ERROR_LINE = re.compile(r"^(?P<loc>[^\s:][^:]*:\d+:\d+): error: (?P<msg>.*)$", re.M)
+_ERROR_LINE = re.compile(r"^(?P<loc>[^\s:][^:]*:\d+:\d+): error: (?P<msg>.*)$", re.MULTILINE)
 
 
 def first_error(stderr: str) -> str:

@@ -99,8 +99,13 @@ def verify(choices: list[Choice], stderr: str) -> list[DispatchReport]:
     for c in choices:
         d = c.dispatch
         report = DispatchReport(
-            name=d.name, kind=d.kind, shapes=shapes_of(c), strategy=c.strategy,
-            params=c.describe_params(), status="fallback", reason=c.reason,
+            name=d.name,
+            kind=d.kind,
+            shapes=shapes_of(c),
+            strategy=c.strategy,
+            params=c.describe_params(),
+            status="fallback",
+            reason=c.reason,
         )
         if c.strategy:
             if d.name not in kernels:

@@ -20,7 +20,7 @@ MAX_SERIAL_ELEMENTS = 8
 
 def _largest_divisor_at_most(n: int, limit: int) -> int:
     best = 1
-    for d in range(1, int(math.isqrt(n)) + 1):
+    for d in range(1, math.isqrt(n) + 1):
         if n % d == 0:
             for c in (d, n // d):
                 if c <= limit:
@@ -59,9 +59,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     bits = max(o.bits for o in d.inputs + d.outputs)
     # Vector: as many elements as fit vector_bits, and it must divide the row.
     max_vector = target.vector_bits // bits
-    if target.bf16_vector_elements and any(
-        o.element_type == "bf16" for o in d.inputs + d.outputs
-    ):
+    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs + d.outputs):
         max_vector = min(max_vector, target.bf16_vector_elements)
     vector = 1
     while vector * 2 <= max_vector and n % (vector * 2) == 0:
@@ -88,15 +86,19 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         return None, f"rank {rank} with {serial} elements in dims beyond the 3-D grid"
 
     tile_x = threads_x * vector
-    grid = [math.ceil(n / tile_x), math.ceil(shape[-2] / rows) if rank >= 2 else 1,
-            shape[-3] if rank >= 3 else 1]
+    grid = [
+        math.ceil(n / tile_x),
+        math.ceil(shape[-2] / rows) if rank >= 2 else 1,
+        shape[-3] if rank >= 3 else 1,
+    ]
     for axis, (count, limit) in enumerate(zip(grid, target.max_workgroup_count)):
         if count > limit:
             return None, f"grid {'xyz'[axis]} would be {count} > {limit} workgroups"
 
     lead = list(shape[: max(0, rank - 3)])
-    workgroup_tile = [0] * len(lead) + ([1] if rank >= 3 else []) + (
-        [rows] if rank >= 2 else []) + [tile_x]
+    workgroup_tile = (
+        [0] * len(lead) + ([1] if rank >= 3 else []) + ([rows] if rank >= 2 else []) + [tile_x]
+    )
     block_mapping = (["z"] if rank >= 3 else []) + (["y"] if rank >= 2 else []) + ["x"]
     thread_count = [0] * max(0, rank - 2) + ([rows] if rank >= 2 else []) + [threads_x]
     thread_mapping = (["y"] if rank >= 2 else []) + ["x"]
@@ -140,7 +142,7 @@ def library_params(rank: int, num_inputs: int, target: Target) -> dict:
     return {
         "root_inputs": list(range(num_inputs)),
         "workgroup_tile": [1] * (rank - 1) + [threads * vector],
-        "workgroup_mapping": ["z", "y", "x"][3 - rank:],
+        "workgroup_mapping": ["z", "y", "x"][3 - rank :],
         "thread_count": [0] * (rank - 1) + [threads],
         "thread_mapping": ["x"],
         "vector_sizes": [1] * (rank - 1) + [vector],

@@ -1,0 +1,94 @@
+"""FileCheck-style checks of the generated dispatch table and of the kernel
+the loop strategy produces."""
+
+import subprocess
+
+import pytest
+import tilefuse
+from filecheck.finput import FInput  # noqa: F401  (ensures the package is there)
+
+TEXT = """func.func @main(%a: tensor<33x4096xf32>, %b: tensor<4096xf32>) -> tensor<33x4096xf32> {
+  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<4096xf32>) -> tensor<33x4096xf32>
+  %0 = stablehlo.add %a, %bb : tensor<33x4096xf32>
+  return %0 : tensor<33x4096xf32>
+}
+"""
+
+
+def filecheck(text: str, checks: str, tmp_path) -> None:
+    check_file = tmp_path / "checks.txt"
+    check_file.write_text(checks)
+    proc = subprocess.run(
+        ["filecheck", str(check_file)], input=text, capture_output=True, check=False, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    dump = tmp_path_factory.mktemp("dump")
+    return tilefuse.compile_program(TEXT, "vulkan", dump_dir=dump), dump
+
+
+def test_dispatch_table(compiled, tmp_path):
+    result, _ = compiled
+    filecheck(
+        result.library,
+        """
+CHECK: codegen_spec = @tilefuse_loop__[[D:main_dispatch_0[a-z0-9_]*]]>
+CHECK: transform.named_sequence @tilefuse_loop__[[D]](
+CHECK: tile_using_forall {{.*}} tile_sizes [1, 512](mapping = [#gpu.block<y>, #gpu.block<x>])
+CHECK: tile_using_forall {{.*}} num_threads [1, 128](mapping = [#gpu.thread<y>, #gpu.thread<x>])
+CHECK: transform.structured.vectorize {{.*}} vector_sizes [1, 4]
+CHECK: map_nested_forall_to_gpu_threads {{.*}} workgroup_dims = [128, 1, 1] subgroup_size = 8
+CHECK: transform.named_sequence @kernel_config
+CHECK: attributes {sym_name = "[[D]]"}
+CHECK: transform.annotate
+""",
+        tmp_path,
+    )
+
+
+def test_kernel_after_strategy(compiled, tmp_path):
+    _, dump = compiled
+    kernels = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text())
+    (kernel,) = kernels.values()
+    # 33x4096 divides the 512-wide tile: full 128-bit vectors, no masks, and
+    # every thread does one coalesced load per input and one store.
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: translation_info = #iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline workgroup_size = [128, 1, 1] subgroup_size = 8>
+CHECK-DAG: hal.interface.workgroup.id[0]
+CHECK-DAG: hal.interface.workgroup.id[1]
+CHECK-DAG: gpu.thread_id x
+CHECK-NOT: vector.create_mask
+CHECK: vector.transfer_read {{.*}} vector<4xf32>
+CHECK: vector.transfer_read {{.*}} vector<4xf32>
+CHECK: arith.addf {{.*}} : vector<4xf32>
+CHECK: vector.transfer_write {{.*}} vector<4xf32>
+CHECK-NOT: linalg.
+CHECK: return
+""",
+        tmp_path,
+    )
+
+
+def test_ragged_kernel_is_masked_not_padded(tmp_path):
+    text = TEXT.replace("4096", "50257").replace("33x", "3x")
+    dump = tmp_path / "d"
+    result = tilefuse.compile_program(text, "vulkan", dump_dir=dump)
+    assert "masked" in result.reports[0].params
+    (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-NOT: memref.alloc
+CHECK: vector.create_mask
+CHECK: vector.transfer_read
+CHECK: vector.transfer_write
+""",
+        tmp_path,
+    )
