@@ -76,3 +76,27 @@ def test_transpose_exp_abs_seed_example():
     x = np.random.default_rng(1).standard_normal((20, 160, 170)).astype(np.float32)
     ref = np.abs(np.exp(x.astype(np.float64).transpose(2, 0, 1)))
     assert np.max(np.abs(module.main(x) - ref) / np.maximum(ref, 1)) < 1e-6
+
+
+def _t(shape):
+    return "tensor<" + "x".join(map(str, shape)) + "xf32>"
+
+
+# Transposes IREE cannot collapse keep rank-3 and rank-4 roots (a leading dim
+# beyond the 3-D grid becomes a vector dim of each thread).
+@pytest.mark.parametrize("shape,perm", [((4, 6, 8), (1, 0, 2)), ((3, 4, 5, 6), (2, 1, 0, 3))])
+def test_rank3_and_rank4_roots(shape, perm):
+    out = tuple(shape[p] for p in perm)
+    text = (
+        f"func.func @main(%x: {_t(shape)}, %y: {_t(out)}) -> {_t(out)} {{\n"
+        f"  %0 = stablehlo.transpose %x, dims = {list(perm)} : ({_t(shape)}) -> {_t(out)}\n"
+        f"  %1 = stablehlo.add %0, %y : {_t(out)}\n"
+        f"  return %1 : {_t(out)}\n}}"
+    )
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert report.status == "applied" and f"rank-{len(shape)} root" in report.reason
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.standard_normal(out).astype(np.float32)
+    assert np.array_equal(module.main(x, y), x.transpose(perm) + y)
