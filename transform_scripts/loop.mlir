@@ -10,6 +10,8 @@
 // carries a `tilefuse.param` tag with the value its chooser computed from the
 // shapes and the target (see python/tilefuse/strategies/loop.py). The names of
 // the parameters:
+//   root_inputs        positions of the root's inputs (never its init: a
+//                      tensor.empty init cannot be fused into the forall)
 //   workgroup_tile     tile sizes of the root per workgroup (0 = whole dim)
 //   workgroup_mapping  which tiled dim goes to block x / y / z
 //   thread_count       threads per tiled dim inside a workgroup
@@ -33,6 +35,9 @@ module attributes {transform.with_named_sequence} {
     // Step 2. Tile the root to workgroups and pull its producers into the
     // tile, so that each workgroup computes them only for its own slice
     // (nothing goes through global memory between fused ops).
+    // The producers are the ops defining the root's inputs: direct producers
+    // (linalg ops) and the dispatch loads, which are cloned into the tile.
+    // Deeper chains are refused by the chooser, not silently left unfused.
     %operands = transform.get_operand %root[0] {tilefuse.param = "root_inputs"}
       : (!transform.any_op) -> !transform.any_value
     %producers = transform.get_defining_op %operands
