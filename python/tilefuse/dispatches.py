@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
+from .irutil import symbol_name, walk
+
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
 # Ops that carry no computation of their own inside a dispatch.
@@ -104,22 +106,13 @@ def _loop_ranges(maps, operands: list[Operand], rank: int) -> list[int]:
     return ranges
 
 
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                inner = inner.operation
-                yield inner
-                yield from _walk(inner)
-
-
 def _defining_op_name(v: ir.Value) -> str | None:
     owner = v.owner
     return owner.operation.name if hasattr(owner, "operation") else None
 
 
 def _analyse(func, executable: str) -> Dispatch:
-    name = ir.StringAttr(func.attributes["sym_name"]).value
+    name = symbol_name(func)
     top = [op.operation for op in func.regions[0].blocks[0].operations]
     d = Dispatch(
         name=name,
@@ -173,11 +166,11 @@ def read_dispatches(sources_text: str) -> list[Dispatch]:
     ctx.allow_unregistered_dialects = True
     module = ir.Module.parse(sources_text, ctx)
     found = []
-    for op in _walk(module.operation):
+    for op in walk(module.operation):
         if op.name != "hal.executable.variant":
             continue
-        executable = ir.StringAttr(op.parent.operation.attributes["sym_name"]).value
-        for inner in _walk(op):
+        executable = symbol_name(op.parent.operation)
+        for inner in walk(op):
             if inner.name == "func.func" and inner.parent.operation.name == "builtin.module":
                 found.append(_analyse(inner, executable))
     return found

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from .library import _walk, specialize
+from .irutil import set_tagged, symbol_name, walk
+from .library import specialize
 from .paths import TRANSFORM_SCRIPTS
 from .strategies import loop
 from .targets import Target, load_target
@@ -20,21 +21,10 @@ LIBRARY_RANKS = (1, 2, 3)  # the grid has three dims; rank 4 needs shapes
 LIBRARY_MAX_INPUTS = 8
 
 
-def _set_tagged(op: ir.Operation, values: dict, ctx: ir.Context) -> None:
-    for inner in _walk(op):
-        if "tilefuse.param" in inner.attributes:
-            tag = ir.StringAttr(inner.attributes["tilefuse.param"]).value
-            if tag in values:
-                inner.attributes["value"] = values[tag]
-
-
 def build_flags_library(target: Target) -> str:
     ctx = ir.Context()
     config = ir.Module.parse((TRANSFORM_SCRIPTS / "kernel_config.mlir").read_text(), ctx)
-    by_name = {
-        ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
-        for op in config.body.operations
-    }
+    by_name = {symbol_name(op.operation): op.operation for op in config.body.operations}
     matcher, action, entry = (
         by_name["tilefuse_match_loop"],
         by_name["tilefuse_use_loop"],
@@ -50,29 +40,26 @@ def build_flags_library(target: Target) -> str:
             specialize("loop", loop.library_params(rank, n, target), strategy, ip, ctx)
             m = matcher.clone(ip=ip)
             m.attributes["sym_name"] = ir.StringAttr.get(f"tilefuse_match_loop_{suffix}", ctx)
-            _set_tagged(
+            set_tagged(
                 m.operation,
-                {"rank": ir.IntegerAttr.get(i64, rank), "num_inputs": ir.IntegerAttr.get(i64, n)},
-                ctx,
+                {
+                    "rank": {"value": ir.IntegerAttr.get(i64, rank)},
+                    "num_inputs": {"value": ir.IntegerAttr.get(i64, n)},
+                },
             )
             a = action.clone(ip=ip)
             a.attributes["sym_name"] = ir.StringAttr.get(f"tilefuse_use_loop_{suffix}", ctx)
-            _set_tagged(
-                a.operation,
-                {
-                    "codegen_spec": ir.Attribute.parse(
-                        "#iree_codegen.translation_info<pipeline = #iree_codegen.transform_dialect_codegen "
-                        f"codegen_spec = @{strategy}>",
-                        ctx,
-                    )
-                },
+            spec = ir.Attribute.parse(
+                "#iree_codegen.translation_info<pipeline = #iree_codegen.transform_dialect_codegen "
+                f"codegen_spec = @{strategy}>",
                 ctx,
             )
+            set_tagged(a.operation, {"codegen_spec": {"value": spec}})
             matchers.append(ir.FlatSymbolRefAttr.get(f"tilefuse_match_loop_{suffix}", ctx))
             actions.append(ir.FlatSymbolRefAttr.get(f"tilefuse_use_loop_{suffix}", ctx))
     matcher.erase()
     action.erase()
-    for op in _walk(entry):
+    for op in walk(entry):
         if op.name == "transform.foreach_match":
             op.attributes["matchers"] = ir.ArrayAttr.get(matchers, ctx)
             op.attributes["actions"] = ir.ArrayAttr.get(actions, ctx)

@@ -11,6 +11,7 @@ function, by name, to its specialized sequence.
 from iree.compiler import ir
 
 from .errors import TilefuseError
+from .irutil import set_tagged, symbol_name
 from .paths import TRANSFORM_SCRIPTS
 from .strategies import Choice
 
@@ -29,14 +30,6 @@ KERNEL_CONFIG_CASE = """    %f{i} = transform.structured.match ops{{["func.func"
 """
 
 
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _walk(inner.operation)
-
-
 def load_template(strategy: str, ctx: ir.Context) -> tuple[ir.Module, ir.Operation]:
     """The strategy's file and its @tilefuse_<strategy> sequence (the module owns it)."""
     path = TRANSFORM_SCRIPTS / f"{strategy}.mlir"
@@ -46,7 +39,7 @@ def load_template(strategy: str, ctx: ir.Context) -> tuple[ir.Module, ir.Operati
         raise TilefuseError(f"transform script does not parse: {e}", str(path)) from None
     for op in module.body.operations:
         op = op.operation
-        if ir.StringAttr(op.attributes["sym_name"]).value == f"tilefuse_{strategy}":
+        if symbol_name(op) == f"tilefuse_{strategy}":
             return module, op
     raise TilefuseError(f"no named sequence @tilefuse_{strategy}", str(path))
 
@@ -86,14 +79,7 @@ def _apply_loop_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> None:
             )
         },
     }
-    seen = set()
-    for op in _walk(seq):
-        if "tilefuse.param" not in op.attributes:
-            continue
-        tag = ir.StringAttr(op.attributes["tilefuse.param"]).value
-        for attr, value in setters.get(tag, {}).items():
-            op.attributes[attr] = value
-        seen.add(tag)
+    seen = set_tagged(seq, setters)
     missing = set(setters) - seen
     if missing:
         raise TilefuseError(f"loop.mlir lacks tilefuse.param tags: {sorted(missing)}")

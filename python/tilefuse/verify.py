@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from .errors import TilefuseError
+from .irutil import symbol_name, walk
 from .strategies import Choice
 
 PRINT_HEADER = "[[[ IR printer: ]]]"
@@ -59,7 +60,7 @@ def printed_kernels(stderr: str) -> dict[str, str]:
         for op in module.body.operations:
             op = op.operation
             if op.name == "func.func":
-                kernels[ir.StringAttr(op.attributes["sym_name"]).value] = text
+                kernels[symbol_name(op)] = text
     return kernels
 
 
@@ -72,18 +73,10 @@ def _check_kernel(name: str, text: str) -> str | None:
     info = str(func.attributes["translation_info"])
     if "no_pipeline" not in info or "workgroup_size" not in info:
         return f"unexpected translation_info {info}"
-    leftover = sorted({op.name for op in _walk(func) if op.name.startswith(("linalg.", "tensor."))})
+    leftover = sorted({op.name for op in walk(func) if op.name.startswith(("linalg.", "tensor."))})
     if leftover:
         return f"{', '.join(leftover)} left after the strategy"
     return None
-
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _walk(inner.operation)
 
 
 def shapes_of(choice: Choice) -> str:

@@ -1,0 +1,34 @@
+"""Small helpers over the MLIR Python bindings, shared by every stage."""
+
+from iree.compiler import ir
+
+PARAM_TAG = "tilefuse.param"
+
+
+def walk(op):
+    """Every operation nested in `op` (pre-order), as ir.Operation."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                yield inner
+                yield from walk(inner)
+
+
+def symbol_name(op) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def set_tagged(op, setters: dict[str, dict[str, ir.Attribute]]) -> set[str]:
+    """Set attributes on the ops under `op` tagged `tilefuse.param = <tag>`.
+
+    `setters` maps a tag to {attribute name: value}; returns the tags found.
+    """
+    seen = set()
+    for inner in walk(op):
+        if PARAM_TAG in inner.attributes:
+            tag = ir.StringAttr(inner.attributes[PARAM_TAG]).value
+            for attr, value in setters.get(tag, {}).items():
+                inner.attributes[attr] = value
+            seen.add(tag)
+    return seen
