@@ -1,4 +1,4 @@
-"""`tilefuse` command line: compile, run, explain, flags.
+"""`tilefuse` command line: compile, run, explain, bench, flags.
 
 Errors print as one line (`tilefuse: error: <location>: <message>`) and exit
 with status 1; output files are written only when everything succeeded.
@@ -102,6 +102,57 @@ def cmd_flags(args) -> None:
     print(" ".join(flag_bundle(args.target, Path(args.library_dir) if args.library_dir else None)))
 
 
+class ProgressBar:
+    """One line on a terminal (redrawn), one line per step otherwise (logs, CI)."""
+
+    def __init__(self, stream=sys.stderr, width: int = 24):
+        self.stream, self.width = stream, width
+        self.tty = stream.isatty()
+
+    def __call__(self, done: int, total: int, model: str, step: str) -> None:
+        filled = self.width * done // max(total, 1)
+        bar = "#" * filled + "." * (self.width - filled)
+        text = f"[{bar}] {done}/{total} {model}: {step}" if model else f"[{bar}] {step}"
+        if self.tty:
+            self.stream.write("\r\033[K" + text + ("\n" if step == "done" else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def cmd_bench(args) -> None:
+    import json
+
+    from .bench.gpus import load_gpu
+    from .bench.report import kernel_table, summary_table, to_json, write_report
+    from .bench.run import BenchOptions, bench
+
+    load_gpu(args.gpu)  # an unknown GPU fails before minutes of compiling
+    options = BenchOptions(
+        target=args.target,
+        small=args.small,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        device=args.device,
+        workdir=Path(args.work_dir) if args.work_dir else None,
+    )
+    results = bench(args.models, options, progress=ProgressBar())
+    print(summary_table(results, args.gpu))
+    kernels = kernel_table(results)
+    if kernels:
+        print()
+        print(kernels)
+    if args.json:
+        text = json.dumps(to_json(results, args.gpu), indent=2)
+        _write_atomically(Path(args.json), text.encode())
+    if args.report:
+        path = write_report(results, args.gpu, Path(args.report))
+        print(f"wrote {path}", file=sys.stderr)
+    failed = [r.name for r in results if r.numerics.startswith("FAIL")]
+    if failed:
+        raise TilefuseError(f"numerics failed for {', '.join(failed)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     targets = ", ".join(target_names())
     p = argparse.ArgumentParser(prog="tilefuse", description=__doc__.splitlines()[0])
@@ -132,6 +183,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--save", help="also save result i to <SAVE><i>.npy")
     r.set_defaults(func=cmd_run)
+
+    b = sub.add_parser(
+        "bench",
+        help="tilefuse vs plain iree-compile: dispatches, bytes, modeled time, ptxas, wall time",
+    )
+    b.add_argument("models", nargs="*", help="files, directories or sample names (default: samples/)")
+    b.add_argument("--target", default="vulkan", help=f"one of: {targets}")
+    b.add_argument("--baseline", default="iree", choices=["iree"], help="what to compare against")
+    b.add_argument("--gpu", default="H100-SXM", help="GPU of the modeled time in the table")
+    b.add_argument("--json", help="write every figure as JSON here")
+    b.add_argument("--report", help="write a markdown report and a PNG chart into this directory")
+    b.add_argument("--small", action="store_true", help="use samples/small/ variants where present")
+    b.add_argument("--repeats", type=int, default=5, help="timed calls per compiler (median)")
+    b.add_argument("--warmup", type=int, default=2, help="untimed calls per compiler first")
+    b.add_argument("--device", help="runtime device (default: the target's driver)")
+    b.add_argument("--work-dir", help="keep every intermediate file here")
+    b.set_defaults(func=cmd_bench)
 
     f = sub.add_parser("flags", help="flags that make a plain iree-compile use tilefuse's library")
     f.add_argument("--target", default="vulkan", help=f"one of: {targets}")

@@ -60,10 +60,19 @@ def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
     return path
 
 
-def phase1_executable_sources(source: Path, target: Target, workdir: Path) -> Path:
+def phase1_executable_sources(
+    source: Path, target: Target, workdir: Path, extra_flags: tuple[str, ...] = ()
+) -> Path:
     out = workdir / "executable_sources.mlir"
     iree_compile(
-        [str(source), *target.compile_flags, "--compile-to=executable-sources", "-o", str(out)],
+        [
+            str(source),
+            *target.compile_flags,
+            *extra_flags,
+            "--compile-to=executable-sources",
+            "-o",
+            str(out),
+        ],
         "phase 1 (StableHLO to executable sources)",
     )
     return out
@@ -108,14 +117,20 @@ def attach_ptxas(reports: list[DispatchReport], ptx_files: list[Path], arch: str
 
 
 def compile_program(
-    source, target: str | Target = "vulkan", dump_dir: str | Path | None = None
+    source,
+    target: str | Target = "vulkan",
+    dump_dir: str | Path | None = None,
+    phase1_flags: tuple[str, ...] = (),
 ) -> CompileResult:
+    """`phase1_flags` go to phase 1 only (bench asks for scheduling statistics)."""
     target = load_target(target) if isinstance(target, str) else target
     program = source if isinstance(source, Program) else load_program(source)
     with tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
         workdir = Path(dump_dir) if dump_dir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        sources = phase1_executable_sources(phase1_input(program, target, workdir), target, workdir)
+        sources = phase1_executable_sources(
+            phase1_input(program, target, workdir), target, workdir, phase1_flags
+        )
         choices = choose_strategies(read_dispatches(sources.read_text()), target)
         library = write_library(choices, workdir)
         use_library = any(c.strategy for c in choices)

@@ -1,5 +1,6 @@
 """Assemble dumped PTX with ptxas and read its resource usage (-v)."""
 
+import math
 import re
 import shutil
 import subprocess
@@ -52,4 +53,23 @@ def assemble(ptx_files: list[Path], arch: str) -> dict[str, KernelResources]:
             if m := _SPILL.search(line):
                 found[current].spill_store_bytes = int(m.group(1))
                 found[current].spill_load_bytes = int(m.group(2))
+    return found
+
+
+_ENTRY_DECL = re.compile(r"\.entry\s+(\w+)\s*\(")
+_NTID = re.compile(r"\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
+
+
+def threads_per_block(ptx_files: list[Path]) -> dict[str, int]:
+    """Kernel name -> threads per block, from the `.maxntid`/`.reqntid` directives
+    IREE writes after each `.entry` (its workgroup size)."""
+    found = {}
+    for ptx in ptx_files:
+        current = None
+        for line in ptx.read_text().splitlines():
+            if m := _ENTRY_DECL.search(line):
+                current = m.group(1)
+            elif current and (m := _NTID.search(line)):
+                found[current] = math.prod(int(g) for g in m.groups() if g)
+                current = None
     return found

@@ -115,6 +115,19 @@ class Function:
             checked.append(np.ascontiguousarray(arr))
         return checked
 
+    def to_device(self, *args) -> list:
+        """Check the arguments and copy them to the device once, for repeated calls."""
+        device = self.module._config.device
+        return [rt.asdevicearray(device, a) for a in self.check_args(args)]
+
+    def invoke(self, device_args: list):
+        """Call with arguments from `to_device`; results stay on the device.
+
+        The compiled function is synchronous, so this returns when the device
+        work is done: what `tilefuse bench` times.
+        """
+        return self._call(*device_args)
+
     def __call__(self, *args):
         arrays = self.check_args(args)
         result = self._call(*arrays)
@@ -124,17 +137,22 @@ class Function:
         return _to_numpy(device, result)
 
 
+def open_device(device: str) -> rt.Config:
+    driver = DRIVERS.get(device)
+    if driver is None:
+        raise TilefuseError(f"unknown device '{device}'; known: {', '.join(DRIVERS)}")
+    try:
+        return rt.Config(driver)
+    except (RuntimeError, ValueError) as e:
+        raise TilefuseError(f"cannot open device '{device}': {e}") from None
+
+
 class CompiledModule:
     """A compiled program on one device; its functions take numpy arrays."""
 
-    def __init__(self, vmfb: bytes, device: str, reports=None):
-        driver = DRIVERS.get(device)
-        if driver is None:
-            raise TilefuseError(f"unknown device '{device}'; known: {', '.join(DRIVERS)}")
-        try:
-            self._config = rt.Config(driver)
-        except (RuntimeError, ValueError) as e:
-            raise TilefuseError(f"cannot open device '{device}': {e}") from None
+    def __init__(self, vmfb: bytes, device: str, reports=None, config: rt.Config | None = None):
+        """`config` shares one opened device between modules (see `open_device`)."""
+        self._config = config or open_device(device)
         self._context = rt.SystemContext(config=self._config)
         try:
             vm_module = rt.VmModule.copy_buffer(self._context.instance, vmfb)

@@ -1,0 +1,177 @@
+"""Compile one model with tilefuse and with plain iree-compile, and measure both.
+
+Both compilers get the same input file and the same target flags (a target
+that carries its own device, such as cuda-sm90, gets the same module-level
+device in both). Everything a figure is computed from is kept in the work
+directory: executable sources, scheduling statistics, PTX.
+"""
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import ptx
+from ..driver import compile_program, phase1_executable_sources, phase1_input
+from ..errors import TilefuseError
+from ..frontend import Program
+from ..runtime import CompiledModule, open_device
+from ..targets import Target, load_target, target_names
+from ..toolchain import iree_compile
+from .costmodel import ProgramCosts, program_costs
+from .gpus import occupancy, sm_limits
+
+STATS_FLAGS = ("--iree-scheduling-dump-statistics-format=json",)
+
+
+def stats_flags(path: Path) -> tuple[str, ...]:
+    return (*STATS_FLAGS, f"--iree-scheduling-dump-statistics-file={path}")
+
+
+def dispatch_count(stats_path: Path) -> int:
+    """Dispatches IREE scheduled (its own statistics, not our reading of the IR)."""
+    stats = json.loads(stats_path.read_text())
+    return stats["stream-aggregate"]["execution"]["dispatch-count"]
+
+
+@dataclass
+class KernelStats:
+    kernel: str
+    arch: str
+    registers: int
+    spill_bytes: int  # spill stores + spill loads
+    shared_bytes: int
+    threads: int
+    occupancy: float
+
+
+@dataclass
+class CompilerRun:
+    compiler: str  # "tilefuse" or "iree"
+    vmfb: bytes
+    compile_seconds: float
+    dispatch_count: int
+    costs: ProgramCosts
+    kernels: list[KernelStats] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # tilefuse: per-dispatch strategy lines
+    wall_seconds: list[float] = field(default_factory=list)
+    outputs: list[np.ndarray] = field(default_factory=list)
+
+
+def _checked_costs(sources: Path, count: int, what: str) -> ProgramCosts:
+    costs = program_costs(sources.read_text())
+    if len(costs.dispatches) != count:
+        raise TilefuseError(
+            f"{what}: IREE scheduled {count} dispatches but the executable sources "
+            f"hold {len(costs.dispatches)} dispatch sites"
+        )
+    return costs
+
+
+def compile_tilefuse(program: Program, target: Target, workdir: Path) -> CompilerRun:
+    workdir.mkdir(parents=True, exist_ok=True)
+    stats = workdir / "statistics.json"
+    start = time.perf_counter()
+    result = compile_program(program, target, dump_dir=workdir, phase1_flags=stats_flags(stats))
+    seconds = time.perf_counter() - start
+    count = dispatch_count(stats)
+    return CompilerRun(
+        compiler="tilefuse",
+        vmfb=result.vmfb,
+        compile_seconds=seconds,
+        dispatch_count=count,
+        costs=_checked_costs(workdir / "executable_sources.mlir", count, "tilefuse"),
+        notes=[r.line() for r in result.reports],
+    )
+
+
+def compile_iree(program: Program, target: Target, workdir: Path) -> CompilerRun:
+    """Plain iree-compile, timed from the input file to the .vmfb."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = phase1_input(program, target, workdir)
+    stats = workdir / "statistics.json"
+    out = workdir / "module.vmfb"
+    args = [str(source), *target.compile_flags, *stats_flags(stats), "-o", str(out)]
+    if target.backend == "cuda":
+        args.append(f"--iree-hal-dump-executable-binaries-to={workdir / 'binaries'}")
+    start = time.perf_counter()
+    iree_compile(args, "baseline iree-compile")
+    seconds = time.perf_counter() - start
+    # Bytes come from the same executable sources tilefuse reads (not timed).
+    sources = phase1_executable_sources(source, target, workdir)
+    count = dispatch_count(stats)
+    return CompilerRun(
+        compiler="iree",
+        vmfb=out.read_bytes(),
+        compile_seconds=seconds,
+        dispatch_count=count,
+        costs=_checked_costs(sources, count, "iree-compile"),
+    )
+
+
+def cuda_targets() -> list[Target]:
+    """Every CUDA pipeline: bench assembles each compiler's kernels for all of them."""
+    targets = [load_target(n) for n in target_names()]
+    return [t for t in targets if t.backend == "cuda"]
+
+
+def kernel_stats(workdir: Path, target: Target) -> list[KernelStats]:
+    files = sorted((workdir / "binaries").glob("*.ptx"))
+    if not files:
+        raise TilefuseError(f"no PTX was dumped to {workdir / 'binaries'}")
+    resources = ptx.assemble(files, target.ptxas_arch)
+    threads = ptx.threads_per_block(files)
+    sm = sm_limits(target.ptxas_arch)
+    stats = []
+    for name, res in sorted(resources.items()):
+        if name not in threads:
+            raise TilefuseError(f"kernel {name} has no .maxntid/.reqntid in its PTX")
+        stats.append(
+            KernelStats(
+                kernel=name,
+                arch=target.ptxas_arch,
+                registers=res.registers,
+                spill_bytes=res.spill_store_bytes + res.spill_load_bytes,
+                shared_bytes=res.shared_bytes,
+                threads=threads[name],
+                occupancy=occupancy(threads[name], res.registers, res.shared_bytes, sm),
+            )
+        )
+    return stats
+
+
+def run_and_time(
+    runs: list[CompilerRun],
+    device: str,
+    function: str,
+    inputs: list[np.ndarray],
+    repeats: int,
+    warmup: int,
+) -> None:
+    """Outputs and wall times of `function` in every run, on one shared device.
+
+    Inputs are uploaded once; each timed call is the synchronous function on
+    device-resident arguments. Compilers alternate call by call, so drift in
+    the machine's speed hits both alike.
+    """
+    config = open_device(device)
+    functions = [CompiledModule(r.vmfb, device, config=config)[function] for r in runs]
+    device_args = [f.to_device(*inputs) for f in functions]
+    for run, f in zip(runs, functions):
+        outputs = f(*inputs)
+        run.outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+    for _ in range(warmup):
+        for f, args in zip(functions, device_args):
+            f.invoke(args)
+    for _ in range(repeats):
+        for run, f, args in zip(runs, functions, device_args):
+            start = time.perf_counter()
+            f.invoke(args)
+            run.wall_seconds.append(time.perf_counter() - start)
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None

@@ -1,0 +1,263 @@
+"""`tilefuse bench`: each model compiled by tilefuse and by plain iree-compile,
+measured side by side in one process.
+
+For every model: dispatch count, HBM bytes per dispatch, the bytes floor,
+modeled time on the named GPUs, ptxas figures (CUDA targets), lavapipe wall
+time and compile time (Vulkan targets), and numerics against numpy.
+"""
+
+import importlib.util
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TilefuseError
+from ..frontend import Program, load_program
+from ..paths import SAMPLES
+from ..runtime import DTYPES
+from ..targets import Target, load_target
+from .costmodel import io_floor
+from .gpus import gpu_names, load_gpu, program_seconds
+from .measure import (
+    CompilerRun,
+    KernelStats,
+    compile_iree,
+    compile_tilefuse,
+    cuda_targets,
+    kernel_stats,
+    run_and_time,
+)
+
+COMPILERS = ("tilefuse", "iree")
+# Agreement between the two compilers' outputs when no reference exists,
+# relative to the largest output magnitude (numpy dtype name -> tolerance);
+# integer outputs must match exactly.
+AGREEMENT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+@dataclass
+class BenchOptions:
+    target: str = "vulkan"
+    small: bool = False
+    repeats: int = 5
+    warmup: int = 2
+    device: str | None = None  # defaults to the target's runtime driver
+    workdir: Path | None = None  # keep every intermediate file here
+
+
+@dataclass
+class ModelResult:
+    name: str
+    source: str
+    target: str
+    function: str
+    floor_bytes: int
+    runs: dict[str, CompilerRun]
+    modeled_seconds: dict[str, dict[str, float]]  # gpu -> compiler -> seconds
+    kernels: dict[str, list[KernelStats]] = field(default_factory=dict)  # compiler -> kernels
+    reference: str = "none"  # "numpy", or "none" (compilers compared with each other)
+    tolerance: float | None = None
+    max_error: dict[str, float] = field(default_factory=dict)  # compiler -> vs reference
+    max_difference: float | None = None  # tilefuse vs iree
+    numerics: str = "not run"  # "ok", "FAIL: ...", or why it did not run
+
+
+def _samples_module():
+    path = SAMPLES / "references.py"
+    spec = importlib.util.spec_from_file_location("tilefuse_sample_references", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SAMPLES))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SAMPLES))
+    return module
+
+
+def resolve_models(names: list[str], small: bool) -> list[Path]:
+    """Model files from paths, directories (every *.mlir) or sample names.
+
+    With `small`, a sample with a variant in samples/small/ is benched at
+    that size (the sample's reference is then asked for small inputs).
+    """
+    paths = []
+    for name in names or [str(SAMPLES)]:
+        p = Path(name)
+        if p.is_dir():
+            paths += sorted(p.glob("*.mlir"))
+        elif p.is_file():
+            paths.append(p)
+        elif (SAMPLES / f"{name}.mlir").is_file():
+            paths.append(SAMPLES / f"{name}.mlir")
+        else:
+            raise TilefuseError(f"no such model: {name} (a file, a directory or a sample name)")
+    if not paths:
+        raise TilefuseError(f"no .mlir models in {', '.join(names)}")
+    if small:
+        paths = [
+            (p.parent / "small" / p.name) if (p.parent / "small" / p.name).is_file() else p
+            for p in paths
+        ]
+    return paths
+
+
+def _entry(program: Program) -> str:
+    if "main" in program.functions:
+        return "main"
+    if len(program.functions) == 1:
+        return program.functions[0]
+    raise TilefuseError(
+        f"several public functions ({', '.join(program.functions)}) and none is @main", program.name
+    )
+
+
+def _signature(program: Program, function: str) -> list[tuple[tuple[int, ...], str]]:
+    from iree.compiler import ir
+
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    module = ir.Module.parse(program.text, ctx)
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == function:
+            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            out = []
+            for t in ftype.inputs:
+                shaped = ir.ShapedType(t)
+                out.append((tuple(shaped.shape), str(shaped.element_type)))
+            return out
+    raise TilefuseError(f"no function @{function}", program.name)
+
+
+def random_inputs(signature, rng) -> list[np.ndarray]:
+    arrays = []
+    for shape, dtype in signature:
+        if dtype not in DTYPES:
+            raise TilefuseError(f"bench cannot make inputs of type {dtype}")
+        np_type = DTYPES[dtype]
+        if np_type == np.bool_:
+            arrays.append(rng.integers(0, 2, shape).astype(np.bool_))
+        elif np.issubdtype(np_type, np.integer):
+            arrays.append(rng.integers(-100, 100, shape).astype(np_type))
+        else:
+            arrays.append(rng.standard_normal(shape).astype(np_type))
+    return arrays
+
+
+def model_inputs(path: Path, program: Program, function: str):
+    """(inputs, references or None, tolerance or None) for a model.
+
+    A sample's inputs and numpy reference come from samples/references.py
+    (asked for its small size when the model is the samples/small/ variant);
+    any other model gets random inputs and the compilers are compared.
+    """
+    rng = np.random.default_rng(0)
+    signature = _signature(program, function)
+    name = path.stem
+    folder = path.resolve().parent
+    if folder in (SAMPLES.resolve(), (SAMPLES / "small").resolve()):
+        samples = _samples_module().SAMPLES
+        if name in samples:
+            small = folder == (SAMPLES / "small").resolve()
+            inputs, refs, tol = samples[name](rng, small=small)
+            got = [(tuple(a.shape), np.dtype(a.dtype)) for a in inputs]
+            want = [(s, DTYPES.get(d)) for s, d in signature]
+            if got != want:
+                raise TilefuseError(
+                    f"samples/references.py gives {name} inputs {got}, the program takes {want}",
+                    str(path),
+                )
+            return inputs, refs, tol
+    return random_inputs(signature, rng), None, None
+
+
+def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.max(np.abs(a.astype(np.float64) - np.asarray(b, dtype=np.float64)), initial=0))
+
+
+def check_numerics(result: ModelResult, refs, tol) -> None:
+    tf, iree = result.runs["tilefuse"].outputs, result.runs["iree"].outputs
+    result.max_difference = max((_max_abs(a, b) for a, b in zip(tf, iree)), default=0.0)
+    if refs is not None:
+        result.reference, result.tolerance = "numpy", tol
+        for compiler in COMPILERS:
+            outs = result.runs[compiler].outputs
+            result.max_error[compiler] = max(_max_abs(o, r) for o, r in zip(outs, refs))
+        bad = [c for c in COMPILERS if result.max_error[c] > tol]
+        result.numerics = f"FAIL: {', '.join(bad)} over {tol:g}" if bad else "ok"
+        return
+    scale = max((float(np.max(np.abs(o.astype(np.float64)), initial=0)) for o in iree), default=0)
+    rel = max((AGREEMENT.get(str(o.dtype), 0.0) for o in tf), default=0.0)
+    result.tolerance = rel * max(scale, 1.0)
+    ok = result.max_difference <= result.tolerance
+    result.numerics = "ok (agree)" if ok else f"FAIL: compilers differ by {result.max_difference:g}"
+
+
+def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> ModelResult:
+    """`progress(step)` is told what is happening, for the terminal's progress bar."""
+    target = load_target(options.target)
+    program = load_program(path)
+    function = _entry(program)
+    name = path.stem
+    progress("compiling with tilefuse")
+    runs = {"tilefuse": compile_tilefuse(program, target, workdir / "tilefuse")}
+    progress("compiling with iree-compile")
+    runs["iree"] = compile_iree(program, target, workdir / "iree")
+    result = ModelResult(
+        name=name,
+        source=str(path),
+        target=target.name,
+        function=function,
+        floor_bytes=io_floor(program.text, function),
+        runs=runs,
+        modeled_seconds={
+            gpu: {c: program_seconds(runs[c].costs.dispatches, load_gpu(gpu)) for c in runs}
+            for gpu in gpu_names()
+        },
+    )
+    if target.backend == "cuda":
+        progress("assembling with ptxas")
+        _cuda_kernels(result, program, target, workdir)
+        result.numerics = "not run (no CUDA device here)"
+        return result
+    progress("running on the device")
+    inputs, refs, tol = model_inputs(path, program, function)
+    device = options.device or target.runtime_driver
+    run_and_time(list(runs.values()), device, function, inputs, options.repeats, options.warmup)
+    check_numerics(result, refs, tol)
+    return result
+
+
+def _cuda_kernels(result: ModelResult, program: Program, target: Target, workdir: Path) -> None:
+    """ptxas figures for every CUDA architecture, each compiled for that target."""
+    for compiler in COMPILERS:
+        result.kernels[compiler] = kernel_stats(workdir / compiler, target)
+    for other in cuda_targets():
+        if other.name == target.name:
+            continue
+        sub = workdir / other.name
+        compile_tilefuse(program, other, sub / "tilefuse")
+        compile_iree(program, other, sub / "iree")
+        for compiler in COMPILERS:
+            result.kernels[compiler] += kernel_stats(sub / compiler, other)
+
+
+def bench(models: list[str], options: BenchOptions, progress=None) -> list[ModelResult]:
+    """`progress(done, total, model, step)`, if given, follows along."""
+    paths = resolve_models(models, options.small)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="tilefuse-bench-") as tmp:
+        root = options.workdir or Path(tmp)
+        for i, path in enumerate(paths):
+
+            def step(what, i=i, path=path):
+                if progress:
+                    progress(i, len(paths), path.stem, what)
+
+            results.append(bench_model(path, options, root / path.stem, step))
+        if progress:
+            progress(len(paths), len(paths), "", "done")
+    return results

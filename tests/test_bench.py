@@ -1,0 +1,201 @@
+"""`tilefuse bench`: the bytes model, the roofline and occupancy arithmetic, the
+baseline's dispatch count, and the command end to end."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from iree.compiler import ir
+from tilefuse.bench.costmodel import DispatchCost, io_floor, program_costs
+from tilefuse.bench.gpus import Gpu, SmLimits, dispatch_seconds, occupancy, program_seconds
+from tilefuse.bench.measure import compile_iree
+from tilefuse.driver import phase1_executable_sources
+from tilefuse.frontend import load_program
+from tilefuse.irutil import walk
+from tilefuse.targets import load_target
+from tilefuse.toolchain import iree_compile
+
+ADD = """
+func.func @main(%a: tensor<1000xf32>, %b: tensor<1000xf32>) -> tensor<1000xf32> {
+  %0 = stablehlo.add %a, %b : tensor<1000xf32>
+  return %0 : tensor<1000xf32>
+}
+"""
+ROW_SUM = """
+func.func @main(%x: tensor<64x1000xf16>) -> tensor<64xf32> {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %f = stablehlo.convert %x : (tensor<64x1000xf16>) -> tensor<64x1000xf32>
+  %r = stablehlo.reduce(%f init: %z) applies stablehlo.add across dimensions = [1]
+    : (tensor<64x1000xf32>, tensor<f32>) -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+"""
+# Two results of one pre-formed dispatch region: one dispatch, two outputs.
+MULTI_OUTPUT = """
+func.func @main(%x: tensor<64x128xf32>) -> (tensor<64x128xf32>, tensor<64x128xf32>) {
+  %r:2 = flow.dispatch.region -> (tensor<64x128xf32>, tensor<64x128xf32>) {
+    %c = stablehlo.constant dense<2.0> : tensor<64x128xf32>
+    %a = stablehlo.add %x, %c : tensor<64x128xf32>
+    %m = stablehlo.multiply %x, %c : tensor<64x128xf32>
+    flow.return %a, %m : tensor<64x128xf32>, tensor<64x128xf32>
+  }
+  return %r#0, %r#1 : tensor<64x128xf32>, tensor<64x128xf32>
+}
+"""
+
+
+def _two_results():
+    """MULTI_OUTPUT without the region: IREE makes one dispatch per result."""
+    return """
+func.func @main(%x: tensor<64x128xf32>) -> (tensor<64x128xf32>, tensor<64x128xf32>) {
+  %c = stablehlo.constant dense<2.0> : tensor<64x128xf32>
+  %a = stablehlo.add %x, %c : tensor<64x128xf32>
+  %m = stablehlo.multiply %x, %c : tensor<64x128xf32>
+  return %a, %m : tensor<64x128xf32>, tensor<64x128xf32>
+}
+"""
+
+
+def costs_of(text, tmp_path):
+    src = tmp_path / "in.mlir"
+    src.write_text(text)
+    sources = phase1_executable_sources(src, load_target("vulkan"), tmp_path)
+    return program_costs(sources.read_text())
+
+
+def test_bytes_elementwise_add(tmp_path):
+    costs = costs_of(ADD, tmp_path)
+    [d] = costs.dispatches
+    assert (d.read_bytes, d.write_bytes) == (2 * 1000 * 4, 1000 * 4)
+    assert d.flops == 1000  # one addf per element
+    assert io_floor(ADD, "main") == 3 * 1000 * 4
+
+
+def test_bytes_row_reduction(tmp_path):
+    costs = costs_of(ROW_SUM, tmp_path)
+    [d] = costs.dispatches
+    # f16 input read once (2 bytes an element), f32 row sums written once.
+    assert (d.read_bytes, d.write_bytes) == (64 * 1000 * 2, 64 * 4)
+    # Per element: convert + add; plus the 64-element fill of the accumulator.
+    assert d.flops == 64 * 1000 * 2 + 64
+    assert io_floor(ROW_SUM, "main") == 64 * 1000 * 2 + 64 * 4
+
+
+def test_bytes_multi_output_dispatch(tmp_path):
+    costs = costs_of(MULTI_OUTPUT, tmp_path)
+    [d] = costs.dispatches
+    assert (d.read_bytes, d.write_bytes) == (64 * 128 * 4, 2 * 64 * 128 * 4)
+    # The same program without the region: two dispatches, the input read twice.
+    split = costs_of(_two_results(), tmp_path)
+    assert [(d.read_bytes, d.write_bytes) for d in split.dispatches] == [(32768, 32768)] * 2
+    assert split.bytes == costs.bytes + 64 * 128 * 4
+
+
+GPU = Gpu("test", "sm_80", bandwidth_bytes_per_s=1e12, fp32_flops=1e13, tensor_flops=1e14,
+          launch_seconds=1e-6)  # fmt: skip
+
+
+def test_roofline_memory_bound():
+    # 1 MB at 1 TB/s = 1 us; 1 Mflop at 10 Tflop/s = 0.1 us; + 1 us launch.
+    d = DispatchCost("d", read_bytes=600_000, write_bytes=400_000, flops=1_000_000,
+                     tensor_core_flops=0)  # fmt: skip
+    assert dispatch_seconds(d, GPU) == pytest.approx(2e-6)
+
+
+def test_roofline_compute_bound_and_tensor_cores():
+    # 1 Gflop: 100 us on CUDA cores, 10 us on tensor cores; bytes need 1 us.
+    d = DispatchCost("d", 1_000_000, 0, flops=10**9, tensor_core_flops=0)
+    assert dispatch_seconds(d, GPU) == pytest.approx(100e-6 + 1e-6)
+    t = DispatchCost("t", 1_000_000, 0, flops=10**9, tensor_core_flops=10**9)
+    assert dispatch_seconds(t, GPU) == pytest.approx(10e-6 + 1e-6)
+    assert program_seconds([d, t], GPU) == pytest.approx(112e-6)
+
+
+SM80 = SmLimits(max_threads=2048, max_blocks=32, registers=65536, register_unit=256,
+                shared_memory_bytes=167936, shared_memory_reserved_per_block=1024)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "threads, registers, smem, expected",
+    [
+        (256, 32, 0, 1.0),  # 8 warps x 8 blocks fill the 64 warp slots
+        (32, 16, 0, 0.5),  # one-warp blocks: 32 blocks at most, 32 of 64 warps
+        (256, 47, 0, 40 / 64),  # 47 regs -> 1536 per warp -> 42 warps -> 5 blocks
+        (256, 32, 48 * 1024, 24 / 64),  # 49 KiB per block -> 3 blocks
+        (1024, 255, 0, 0.0),  # 255 regs x 1024 threads does not fit one SM
+    ],
+)
+def test_occupancy(threads, registers, smem, expected):
+    assert occupancy(threads, registers, smem, SM80) == pytest.approx(expected)
+
+
+def flow_dispatch_count(path, target, tmp_path) -> int:
+    out = tmp_path / "flow.mlir"
+    iree_compile([str(path), *target.compile_flags, "--compile-to=flow", "-o", str(out)], "flow")
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    module = ir.Module.parse(out.read_text(), ctx)
+    return sum(op.name == "flow.dispatch" for op in walk(module.operation))
+
+
+@pytest.mark.parametrize(
+    "name, text", [("add", ADD), ("row_sum", ROW_SUM), ("two_results", _two_results())]
+)
+def test_baseline_dispatch_count_matches_flow(name, text, tmp_path):
+    src = tmp_path / f"{name}.mlir"
+    src.write_text(text)
+    target = load_target("vulkan")
+    run = compile_iree(load_program(src), target, tmp_path / "iree")
+    assert run.dispatch_count == flow_dispatch_count(src, target, tmp_path)
+    assert run.dispatch_count == len(run.costs.dispatches)
+
+
+def test_bench_vulkan_report(tmp_path, root):
+    """The CI run of the issue: samples on Vulkan, small shapes, a report."""
+    out = tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tilefuse.cli", "bench", str(root / "samples"),
+         "--target", "vulkan", "--small", "--repeats", "3", "--warmup", "1",
+         "--report", str(out), "--json", str(tmp_path / "bench.json")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["models"], data
+    for model in data["models"]:
+        assert model["numerics"].startswith("ok"), model
+        assert len(model["wall_seconds"]["tilefuse"]) == 3
+        assert model["wall_ratio"] > 0 and model["modeled_ratio"] > 0
+        assert model["bytes"]["tilefuse"] > 0 and model["floor_bytes"] > 0
+    report = (out / "bench-vulkan.md").read_text()
+    assert "lavapipe" in report and "![ratios](ratios-vulkan.png)" in report
+    assert (out / "ratios-vulkan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "numerics" in proc.stdout and "bytes/floor" in proc.stdout
+
+
+def test_bench_cuda_report(tmp_path, root):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tilefuse.cli", "bench", str(root / "samples/bias_scale_chain.mlir"),
+         "--target", "cuda", "--report", str(tmp_path), "--json", str(tmp_path / "b.json")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [model] = json.loads((tmp_path / "b.json").read_text())["models"]
+    archs = {k["arch"] for k in model["kernels"]["tilefuse"]}
+    assert archs == {"sm_80", "sm_90"}
+    for k in model["kernels"]["tilefuse"] + model["kernels"]["iree"]:
+        assert k["spill_bytes"] == 0 and k["registers"] > 0 and 0 < k["occupancy"] <= 1
+    assert model["wall_seconds"]["tilefuse"] == []  # no CUDA device to time on
+    assert "## Kernels (ptxas -v)" in (tmp_path / "bench-cuda.md").read_text()
+
+
+def test_bench_unknown_gpu_is_one_line_error(root):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tilefuse.cli", "bench", "--gpu", "Z80"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        "tilefuse: error: unknown GPU 'Z80'; known: H100-SXM, H200, A100-80GB"
+    )
