@@ -29,4 +29,107 @@ def bias_scale_chain(rng, small=False):
     return [x, scale, bias], [y], 1e-5
 
 
-SAMPLES = {"gelu_bf16": gelu_bf16, "gelu_f32": gelu_f32, "bias_scale_chain": bias_scale_chain}
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def softmax_f32(rng, small=False):
+    x = rng.standard_normal((256, 1000)).astype(np.float32)
+    return [x], [_softmax(x.astype(np.float64))], 1e-6  # outputs are ~1e-3
+
+
+def layernorm_f32(rng, small=False):
+    x = rng.standard_normal((128, 768)).astype(np.float32)
+    gamma = rng.standard_normal(768).astype(np.float32)
+    beta = rng.standard_normal(768).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(-1, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(-1, keepdims=True)
+    return [x, gamma, beta], [(x64 - mean) / np.sqrt(var + 1e-5) * gamma + beta], 1e-4
+
+
+def rmsnorm_f32(rng, small=False):
+    x = rng.standard_normal((128, 1024)).astype(np.float32)
+    w = rng.standard_normal(1024).astype(np.float32)
+    x64 = x.astype(np.float64)
+    y = x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6) * w
+    return [x, w], [y], 1e-4
+
+
+def mlp_block_f32(rng, small=False):
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    w1 = (rng.standard_normal((256, 1024)) / 16).astype(np.float32)
+    b1 = rng.standard_normal(1024).astype(np.float32)
+    w2 = (rng.standard_normal((1024, 256)) / 32).astype(np.float32)
+    b2 = rng.standard_normal(256).astype(np.float32)
+    h = x.astype(np.float64) @ w1 + b1
+    y = _gelu(h) @ w2 + b2
+    return [x, w1, b1, w2, b2], [y], 1e-4  # sums of 256 and 1024 f32 products
+
+
+def attention_f32(rng, small=False):
+    q, k, v = (rng.standard_normal((128, 64)).astype(np.float32) for _ in range(3))
+    p = _softmax(q.astype(np.float64) @ k.T.astype(np.float64) * 0.125)
+    return [q, k, v], [p @ v], 1e-5
+
+
+def transpose_exp_abs_f32(rng, small=False):
+    x = rng.standard_normal((20, 160, 170)).astype(np.float32)
+    return [x], [np.abs(np.exp(x.astype(np.float64).transpose(2, 0, 1)))], 1e-5  # exp(x) < 100
+
+
+def log_transpose_add_f32(rng, small=False):
+    x = rng.uniform(0.5, 4.0, (20, 160, 160)).astype(np.float32)
+    lg = np.log(x.astype(np.float64))
+    return [x], [lg + lg.transpose(0, 2, 1)], 1e-6
+
+
+def pad_relu_f32(rng, small=False):
+    x = rng.standard_normal((250, 1000)).astype(np.float32)
+    s = rng.standard_normal(1024).astype(np.float32)
+    p = np.pad(x.astype(np.float64), ((0, 6), (0, 24)))
+    return [x, s], [np.maximum(p * s, 0)], 1e-6
+
+
+def row_sum_f32(rng, small=False):
+    x = rng.standard_normal((4096, 1000)).astype(np.float32)
+    # |sums| reach ~130; f32 rounding of 1000 terms in any order is ~1e-4
+    # there (IREE's own kernel is off by up to ~1.5e-4).
+    return [x], [x.astype(np.float64).sum(-1)], 5e-4
+
+
+def column_sum_f16(rng, small=False):
+    # The seed: 8192 rows of a 50257 vocabulary (small: 64 rows, as in
+    # samples/small/column_sum_f16.mlir), f16 summed in f32.
+    if small:
+        x = rng.standard_normal((64, 50257), dtype=np.float32).astype(np.float16)
+        return [x], [np.add.reduce(x, axis=0, dtype=np.float64)], 1e-4  # f32 rounding
+    # Full size: 411M values. Small integers generate fast and every partial
+    # sum (|s| <= 4 * 8192) is exact in f32, so any summation order must give
+    # numpy's result exactly.
+    x = rng.integers(-4, 5, (8192, 50257), dtype=np.int8).astype(np.float16)
+    return [x], [np.add.reduce(x, axis=0, dtype=np.float64)], 0.0
+
+
+def column_sum_small(rng, small=False):
+    x = rng.standard_normal((512, 1000)).astype(np.float32)
+    return [x], [x.astype(np.float64).sum(0)], 1e-4  # f32 sums of 512 values
+
+
+SAMPLES = {
+    "gelu_bf16": gelu_bf16,
+    "gelu_f32": gelu_f32,
+    "bias_scale_chain": bias_scale_chain,
+    "softmax_f32": softmax_f32,
+    "layernorm_f32": layernorm_f32,
+    "rmsnorm_f32": rmsnorm_f32,
+    "mlp_block_f32": mlp_block_f32,
+    "attention_f32": attention_f32,
+    "transpose_exp_abs_f32": transpose_exp_abs_f32,
+    "log_transpose_add_f32": log_transpose_add_f32,
+    "pad_relu_f32": pad_relu_f32,
+    "row_sum_f32": row_sum_f32,
+    "column_sum_f16": column_sum_f16,
+    "column_sum_small": column_sum_small,
+}

@@ -9,4 +9,10 @@ if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq mesa-vulkan-drivers >/dev/null
 fi
+# Graphviz's `dot` draws `tilefuse explain --fusion` pictures (SVG, PNG).
+if ! command -v dot >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq graphviz >/dev/null
+fi
 python -m pip install -q -e ".[test,bench]"

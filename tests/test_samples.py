@@ -12,4 +12,6 @@ def test_run_samples_script(root):
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" OK ") == 3 and "strategy=loop" in proc.stdout
+    from references import SAMPLES
+
+    assert proc.stdout.count(" OK ") == len(SAMPLES) and "strategy=loop" in proc.stdout

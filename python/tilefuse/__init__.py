@@ -12,12 +12,15 @@ from .runtime import CompiledModule, load
 from .targets import Target, load_target, target_names
 
 
-def compile(source, target: str = "vulkan", device: str | None = None, dump_dir=None):
+def compile(
+    source, target: str = "vulkan", device: str | None = None, dump_dir=None, fusion: bool = True
+):
     """Compile a StableHLO program (path, text or bytecode) and load it.
 
     `device` defaults to the target's runtime driver (vulkan, cuda, local-task).
+    `fusion=False` lets IREE form dispatches instead of tilefuse's fusion planner.
     """
-    result = compile_program(source, target, dump_dir=dump_dir)
+    result = compile_program(source, target, dump_dir=dump_dir, fusion=fusion)
     return CompiledModule(result.vmfb, device or result.target.runtime_driver, result.reports)
 
 

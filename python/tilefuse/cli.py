@@ -31,7 +31,10 @@ def _write_atomically(path: Path, data: bytes) -> None:
 def cmd_compile(args) -> None:
     from .driver import compile_program
 
-    result = compile_program(args.input, args.target, dump_dir=args.dump_dir)
+    result = compile_program(
+        args.input, args.target, dump_dir=args.dump_dir, fusion=not args.no_fusion
+    )
+    _fusion_views(args, result)
     _write_atomically(Path(args.output), result.vmfb)
     for report in result.reports:
         print(report.line(), file=sys.stderr)
@@ -41,7 +44,10 @@ def cmd_compile(args) -> None:
 def cmd_explain(args) -> None:
     from .driver import compile_program
 
-    result = compile_program(args.input, args.target, dump_dir=args.dump_dir)
+    result = compile_program(
+        args.input, args.target, dump_dir=args.dump_dir, fusion=not args.no_fusion
+    )
+    _fusion_views(args, result)
     for report in result.reports:
         print(report.line())
     applied = sum(r.status == "applied" for r in result.reports)
@@ -49,6 +55,29 @@ def cmd_explain(args) -> None:
         f"{len(result.reports)} dispatches, {applied} with a tilefuse strategy, "
         f"{len(result.reports) - applied} on IREE's default codegen"
     )
+
+
+def _fusion_views(args, result) -> None:
+    """--dump-fusion (ByteIR-style outlined functions) and explain --fusion
+    (groups, and a Graphviz picture of them)."""
+    from .fusion import dump
+
+    if args.no_fusion and (args.dump_fusion or getattr(args, "fusion", False)):
+        raise TilefuseError("--dump-fusion and --fusion need fusion (drop --no-fusion)")
+    if args.dump_fusion:
+        text = dump.outlined_functions(result.program.text, result.target)
+        _write_atomically(Path(args.dump_fusion), text.encode())
+    if getattr(args, "fusion", False):
+        for line in dump.describe(result.fusion):
+            print(line)
+        for line in result.fusion.log:
+            print(f"  note: {line}")
+        stem = Path(args.graph) if args.graph else None
+        if stem is None:
+            folder = Path(args.dump_dir) if args.dump_dir else Path(args.input).parent
+            stem = folder / f"{Path(args.input).stem}.fusion"
+        written = dump.render(result.fusion, stem.with_suffix(""))
+        print(f"wrote {', '.join(str(p) for p in written)}")
 
 
 def parse_input(text: str) -> np.ndarray:
@@ -153,6 +182,13 @@ def cmd_bench(args) -> None:
         raise TilefuseError(f"numerics failed for {', '.join(failed)}")
 
 
+def _fusion_options(p) -> None:
+    p.add_argument(
+        "--no-fusion", action="store_true", help="let IREE form dispatches (no fusion planner)"
+    )
+    p.add_argument("--dump-fusion", help="write each fusion group as an outlined func here")
+
+
 def build_parser() -> argparse.ArgumentParser:
     targets = ", ".join(target_names())
     p = argparse.ArgumentParser(prog="tilefuse", description=__doc__.splitlines()[0])
@@ -163,12 +199,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="the .vmfb to write")
     c.add_argument("--target", default="vulkan", help=f"one of: {targets}")
     c.add_argument("--dump-dir", help="keep executable sources, dispatch table, logs here")
+    _fusion_options(c)
     c.set_defaults(func=cmd_compile)
 
     e = sub.add_parser("explain", help="one line per dispatch: kind, shapes, strategy, outcome")
     e.add_argument("input")
     e.add_argument("--target", default="vulkan", help=f"one of: {targets}")
     e.add_argument("--dump-dir")
+    _fusion_options(e)
+    e.add_argument("--fusion", action="store_true", help="list fusion groups, draw them (SVG+PNG)")
+    e.add_argument("--graph", help="path stem of the fusion picture (default: by the input)")
     e.set_defaults(func=cmd_explain)
 
     r = sub.add_parser("run", help="run a function of a compiled module")
@@ -188,7 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="tilefuse vs plain iree-compile: dispatches, bytes, modeled time, ptxas, wall time",
     )
-    b.add_argument("models", nargs="*", help="files, directories or sample names (default: samples/)")
+    b.add_argument(
+        "models", nargs="*", help="files, directories or sample names (default: samples/)"
+    )
     b.add_argument("--target", default="vulkan", help=f"one of: {targets}")
     b.add_argument("--baseline", default="iree", choices=["iree"], help="what to compare against")
     b.add_argument("--gpu", default="H100-SXM", help="GPU of the modeled time in the table")

@@ -33,6 +33,17 @@ class Operand:
 
 
 @dataclass
+class OpSummary:
+    """One computing op of a dispatch (strategies that transform every op, not
+    only the root, check them: e.g. the softmax kernel)."""
+
+    name: str
+    iterator_types: list[str] = field(default_factory=list)  # [] if not structured
+    combiners: list[str | None] = field(default_factory=list)  # see Dispatch.combiners
+    result_bits: list[int] = field(default_factory=list)  # element width per result
+
+
+@dataclass
 class Dispatch:
     name: str  # the dispatch function's name (also the export name)
     executable: str
@@ -46,6 +57,18 @@ class Dispatch:
     output_maps_identity: bool = False
     input_producers: list[str | None] = field(default_factory=list)  # op per root input
     problem: str | None = None  # why no root could be identified
+    # The tilefuse fusion group this dispatch was formed from (None: IREE's own).
+    group_name: str | None = None
+    group_kind: str | None = None  # loop, row-reduction, softmax-like, matmul, ...
+    group_hero: str | None = None  # the hero's StableHLO op name
+    # Loop dim each root input reads along its innermost (contiguous) axis;
+    # None when that axis is not indexed by a plain loop dim.
+    input_inner_dims: list[int | None] = field(default_factory=list)
+    # Ops of the root's body that combine into the result (e.g. arith.addf for
+    # a sum), one per result; None when a result is not such a combine.
+    combiners: list[str | None] = field(default_factory=list)
+    # Every computing op, in program order (the same ops as `ops`).
+    op_summaries: list[OpSummary] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -120,6 +143,7 @@ def _analyse(func, executable: str) -> Dispatch:
         location=str(func.location),
         ops=[op.name for op in top if op.name not in PLUMBING],
     )
+    d.op_summaries = [_summary(op) for op in top if op.name not in PLUMBING]
     stores = [op for op in top if op.name == STORE]
     if not stores:
         d.problem = "dispatch stores no result"
@@ -157,7 +181,47 @@ def _analyse(func, executable: str) -> Dispatch:
         identity = ir.AffineMap.get_identity(len(d.iterator_types), func.context)
         d.output_maps_identity = all(m == identity for m in maps[num_inputs:])
         d.loop_ranges = _loop_ranges(maps, [_operand(v) for v in operands], len(identity.results))
+        d.input_inner_dims = [_inner_dim(m) for m in maps[:num_inputs]]
+    d.combiners = _combiners(root, num_inputs)
     return d
+
+
+def _summary(op) -> OpSummary:
+    attrs = op.attributes
+    s = OpSummary(name=op.name, result_bits=[_element(r.type)[1] for r in op.results])
+    if "iterator_types" in attrs:
+        s.iterator_types = [
+            "reduction" if "reduction" in str(a) else "parallel"
+            for a in ir.ArrayAttr(attrs["iterator_types"])
+        ]
+        num_inputs = 0
+        if "operandSegmentSizes" in attrs:
+            num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+        s.combiners = _combiners(op, num_inputs)
+    return s
+
+
+def _inner_dim(amap) -> int | None:
+    if not amap.results:
+        return None
+    dim = _cast(ir.AffineDimExpr, amap.results[-1])
+    return dim.position if dim is not None else None
+
+
+def _combiners(root, num_inputs: int) -> list[str | None]:
+    """Per yielded value: the op that makes it from the result's block argument."""
+    if not root.regions or not root.regions[0].blocks:
+        return []
+    block = root.regions[0].blocks[0]
+    outs = list(block.arguments)[num_inputs:]
+    ops = list(block.operations)
+    found = []
+    for value in ops[-1].operands if ops else []:
+        owner = value.owner
+        op = owner.operation if hasattr(owner, "operation") else None
+        uses_out = op is not None and any(o in outs for o in op.operands)
+        found.append(op.name if uses_out else None)
+    return found
 
 
 def read_dispatches(sources_text: str) -> list[Dispatch]:

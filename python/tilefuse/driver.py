@@ -13,7 +13,9 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from . import fusion as fusion_pkg
 from . import ptx
+from .collapse import collapse_column_reductions
 from .dispatches import Dispatch, read_dispatches
 from .errors import TilefuseError
 from .frontend import Program, load_program
@@ -33,6 +35,7 @@ class CompileResult:
     program: Program
     reports: list[DispatchReport]
     library: str
+    fusion: "fusion_pkg.FusionPlan | None" = None  # None: IREE's own dispatch formation
 
 
 def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
@@ -60,6 +63,14 @@ def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
     return path
 
 
+def outline_stage(program: Program, target: Target, workdir: Path):
+    """Plan fusion groups and wrap each in a flow.dispatch.region (fusion.mlir)."""
+    plan = fusion_pkg.fuse(program.text, target)
+    (workdir / "fusion.mlir").write_text(plan.text)
+    outlined = Program(plan.text, program.name, None, program.functions)
+    return outlined, plan
+
+
 def phase1_executable_sources(
     source: Path, target: Target, workdir: Path, extra_flags: tuple[str, ...] = ()
 ) -> Path:
@@ -76,6 +87,14 @@ def phase1_executable_sources(
         "phase 1 (StableHLO to executable sources)",
     )
     return out
+
+
+def collapse_stage(sources: Path) -> None:
+    """Merge adjacent reduced / kept loops of column reductions (collapse.py)."""
+    text = sources.read_text()
+    collapsed = collapse_column_reductions(text)
+    if collapsed is not text:
+        sources.write_text(collapsed)
 
 
 def choose_strategies(dispatches: list[Dispatch], target: Target) -> list[Choice]:
@@ -121,17 +140,32 @@ def compile_program(
     target: str | Target = "vulkan",
     dump_dir: str | Path | None = None,
     phase1_flags: tuple[str, ...] = (),
+    fusion: bool = True,
 ) -> CompileResult:
-    """`phase1_flags` go to phase 1 only (bench asks for scheduling statistics)."""
+    """`phase1_flags` go to phase 1 only (bench asks for scheduling statistics).
+    `fusion=False` leaves dispatch formation to IREE."""
     target = load_target(target) if isinstance(target, str) else target
     program = source if isinstance(source, Program) else load_program(source)
     with tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
         workdir = Path(dump_dir) if dump_dir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        sources = phase1_executable_sources(
-            phase1_input(program, target, workdir), target, workdir, phase1_flags
+        phase1_program, plan = (
+            outline_stage(program, target, workdir) if fusion else (program, None)
         )
-        choices = choose_strategies(read_dispatches(sources.read_text()), target)
+        # Locations tie each dispatch to its fusion group (fusion.attach_groups).
+        debuginfo = ("--mlir-print-debuginfo",) if plan is not None else ()
+        sources = phase1_executable_sources(
+            phase1_input(phase1_program, target, workdir),
+            target,
+            workdir,
+            tuple(phase1_flags) + debuginfo,
+        )
+        if target.is_gpu:
+            collapse_stage(sources)
+        dispatches = read_dispatches(sources.read_text())
+        if plan is not None:
+            fusion_pkg.attach_groups(plan, dispatches)
+        choices = choose_strategies(dispatches, target)
         library = write_library(choices, workdir)
         use_library = any(c.strategy for c in choices)
         vmfb, log, ptx_files = phase2_executable(sources, library, target, workdir, use_library)
@@ -141,4 +175,4 @@ def compile_program(
             if not ptx_files:
                 raise TilefuseError("phase 2 wrote no PTX to check")
             attach_ptxas(reports, ptx_files, target.ptxas_arch)
-        return CompileResult(vmfb, target, program, reports, library.read_text())
+        return CompileResult(vmfb, target, program, reports, library.read_text(), plan)

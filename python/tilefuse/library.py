@@ -11,7 +11,7 @@ function, by name, to its specialized sequence.
 from iree.compiler import ir
 
 from .errors import TilefuseError
-from .irutil import set_tagged, symbol_name
+from .irutil import set_tagged, symbol_name, walk
 from .paths import TRANSFORM_SCRIPTS
 from .strategies import Choice
 
@@ -85,7 +85,118 @@ def _apply_loop_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> None:
         raise TilefuseError(f"loop.mlir lacks tilefuse.param tags: {sorted(missing)}")
 
 
-APPLY_PARAMS = {"loop": _apply_loop_params}
+RAGGED_TAIL = "tilefuse.ragged_tail"
+
+
+def _erase_ragged_tail(seq: ir.Operation) -> None:
+    """Delete the steps marked for the peeled last chunk (latest first, as
+    each may use an earlier one's handle): a row T*V divides has no tail."""
+    for op in reversed([op for op in walk(seq) if RAGGED_TAIL in op.attributes]):
+        op.erase()
+
+
+def _apply_row_reduction_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> None:
+    threads, sg = p["threads"], p["subgroup_size"]
+    blocks = ", ".join(f"#gpu.block<{d}>" for d in p["workgroup_mapping"])
+    i64 = ir.IntegerType.get_signless(64, ctx)
+    setters = {
+        "root_inputs": {"raw_position_list": _i64_array(p["root_inputs"], ctx)},
+        "root_init": {"operand_number": ir.IntegerAttr.get(i64, p["root_init"])},
+        "workgroup_tile": {
+            "static_tile_sizes": _i64_array(p["workgroup_tile"], ctx),
+            "mapping": ir.Attribute.parse(f"[{blocks}]", ctx),
+        },
+        # tile_reduction_using_for takes an I64ArrayAttr, not a dense array.
+        "chunk": {
+            "tile_sizes": ir.ArrayAttr.get([ir.IntegerAttr.get(i64, v) for v in p["chunk"]], ctx)
+        },
+        "thread_count": {"static_num_threads": _i64_array(p["thread_count"], ctx)},
+        "tail_tile": {"static_tile_sizes": _i64_array(p["tail_tile"], ctx)},
+        "vector_sizes": {
+            "static_vector_sizes": _i64_array(p["vector_sizes"], ctx),
+            "scalable_sizes": ir.DenseBoolArrayAttr.get([False] * len(p["vector_sizes"]), ctx),
+        },
+        "warp_size": {"warp_size": ir.IntegerAttr.get(i64, threads)},
+        "workgroup_dims": {
+            "workgroup_dims": _i64_array([threads, 1, 1], ctx),
+            "subgroup_size": ir.IntegerAttr.get(i64, sg),
+        },
+        "translation_info": {
+            "value": ir.Attribute.parse(
+                "#iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline "
+                f"workgroup_size = [{threads}, 1, 1] subgroup_size = {sg}>",
+                ctx,
+            )
+        },
+    }
+    seen = set_tagged(seq, setters)
+    missing = set(setters) - seen
+    if missing:
+        raise TilefuseError(f"row_reduction.mlir lacks tilefuse.param tags: {sorted(missing)}")
+    if not p["ragged"]:
+        _erase_ragged_tail(seq)
+
+
+def _vector_sizes(sizes, ctx) -> dict:
+    return {
+        "static_vector_sizes": _i64_array(sizes, ctx),
+        "scalable_sizes": ir.DenseBoolArrayAttr.get([False] * len(sizes), ctx),
+    }
+
+
+def _apply_column_reduction_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> None:
+    wg, sg = p["workgroup_dims"], p["subgroup_size"]
+    i64 = ir.IntegerType.get_signless(64, ctx)
+    blocks = ", ".join(f"#gpu.block<{d}>" for d in p["workgroup_mapping"])
+    step = p["reduction_step"]
+    setters = {
+        "root_init": {"raw_position_list": _i64_array([p["root_init"]], ctx)},
+        "split": {
+            "split_factor": ir.IntegerAttr.get(i64, p["split"]),
+            "insert_split_dimension": ir.IntegerAttr.get(i64, p["insert_split_dimension"]),
+        },
+        "workgroup_tile": {
+            "static_tile_sizes": _i64_array(p["workgroup_tile"], ctx),
+            "mapping": ir.Attribute.parse(f"[{blocks}]", ctx),
+        },
+        "thread_count": {"static_num_threads": _i64_array(p["thread_count"], ctx)},
+        "reduction_step": {
+            "static_sizes": _i64_array(step, ctx),
+            "scalable_sizes": ir.DenseBoolArrayAttr.get([False] * len(step), ctx),
+        },
+        "loop_vector": _vector_sizes(p["loop_vector"], ctx),
+        "partial_vector": _vector_sizes(p["partial_vector"], ctx),
+        "combine_threads": {"static_num_threads": _i64_array(p["combine_threads"], ctx)},
+        "combine_step": {
+            "static_sizes": _i64_array(p["combine_step"], ctx),
+            "scalable_sizes": ir.DenseBoolArrayAttr.get([False] * len(p["combine_step"]), ctx),
+        },
+        "combine_vector": _vector_sizes(p["combine_vector"], ctx),
+        "output_threads": {"static_num_threads": _i64_array(p["output_threads"], ctx)},
+        "output_vector": _vector_sizes(p["output_vector"], ctx),
+        "workgroup_dims": {
+            "workgroup_dims": _i64_array(wg, ctx),
+            "subgroup_size": ir.IntegerAttr.get(i64, sg),
+        },
+        "translation_info": {
+            "value": ir.Attribute.parse(
+                "#iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline "
+                f"workgroup_size = [{wg[0]}, {wg[1]}, {wg[2]}] subgroup_size = {sg}>",
+                ctx,
+            )
+        },
+    }
+    seen = set_tagged(seq, setters)
+    missing = set(setters) - seen
+    if missing:
+        raise TilefuseError(f"column_reduction.mlir lacks tilefuse.param tags: {sorted(missing)}")
+
+
+APPLY_PARAMS = {
+    "loop": _apply_loop_params,
+    "row_reduction": _apply_row_reduction_params,
+    "column_reduction": _apply_column_reduction_params,
+}
 
 
 def sequence_name(choice: Choice) -> str:

@@ -44,23 +44,40 @@ class DispatchReport:
 def printed_kernels(stderr: str) -> dict[str, str]:
     """Function name -> IR text, for every function the strategies printed."""
     kernels = {}
+    # Phase 2 compiles dispatches on several threads: two headers can come
+    # before their two printouts, so each chunk may hold several functions.
     for chunk in stderr.split(PRINT_HEADER)[1:]:
-        lines = []
-        for line in chunk.lstrip("\n").splitlines():
+        for text in _functions_in(chunk):
+            kernels.update(_parse_kernel(text))
+    return kernels
+
+
+def _functions_in(chunk: str) -> list[str]:
+    """Each top-level `func.func ... }` block of a printout chunk."""
+    found, lines = [], None
+    for line in chunk.splitlines():
+        if lines is None and line.startswith("func.func"):
+            lines = []
+        if lines is not None:
             lines.append(line)
             if line == "}":
-                break
-        text = "\n".join(lines)
-        ctx = ir.Context()
-        ctx.allow_unregistered_dialects = True
-        try:
-            module = ir.Module.parse(text, ctx)
-        except ir.MLIRError as e:
-            raise TilefuseError(f"cannot read a strategy's printed kernel: {e}") from None
-        for op in module.body.operations:
-            op = op.operation
-            if op.name == "func.func":
-                kernels[symbol_name(op)] = text
+                found.append("\n".join(lines))
+                lines = None
+    return found
+
+
+def _parse_kernel(text: str) -> dict[str, str]:
+    kernels = {}
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    try:
+        module = ir.Module.parse(text, ctx)
+    except ir.MLIRError as e:
+        raise TilefuseError(f"cannot read a strategy's printed kernel: {e}") from None
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func":
+            kernels[symbol_name(op)] = text
     return kernels
 
 
@@ -91,9 +108,12 @@ def verify(choices: list[Choice], stderr: str) -> list[DispatchReport]:
     reports = []
     for c in choices:
         d = c.dispatch
+        # A fusion group's kind says what the dispatch is; the root's kind
+        # alone would call a matmul with an epilogue "elementwise".
+        kind = f"{d.group_kind} group, root {d.kind}" if d.group_kind else d.kind
         report = DispatchReport(
             name=d.name,
-            kind=d.kind,
+            kind=kind,
             shapes=shapes_of(c),
             strategy=c.strategy,
             params=c.describe_params(),

@@ -125,7 +125,9 @@ def dispatch_cost(func: ir.Operation) -> DispatchCost:
             f, t = _op_flops(op)
             flops += f
             tensor_core += t
-    return DispatchCost(symbol_name(func), sum(read.values()), sum(written.values()), flops, tensor_core)
+    return DispatchCost(
+        symbol_name(func), sum(read.values()), sum(written.values()), flops, tensor_core
+    )
 
 
 def _entry_export(dispatch: ir.Operation) -> str:

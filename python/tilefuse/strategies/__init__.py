@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..dispatches import Dispatch
 from ..targets import Target
-from . import loop
+from . import column_reduction, loop, row_reduction
 
 
 @dataclass
@@ -20,11 +20,16 @@ class Choice:
     reason: str = ""  # why this strategy, or why none
 
     def describe_params(self) -> str:
-        return loop.describe(self.params) if self.strategy == "loop" else ""
+        module = dict(STRATEGIES).get(self.strategy)
+        return module.describe(self.params) if module else ""
 
 
 # Tried in order; the first that applies wins.
-STRATEGIES = [("loop", loop)]
+STRATEGIES = [
+    ("loop", loop),
+    ("row_reduction", row_reduction),
+    ("column_reduction", column_reduction),
+]
 
 
 def choose(dispatch: Dispatch, target: Target) -> Choice:

@@ -1,0 +1,278 @@
+"""Collapse the loops of column-reduction roots in the executable sources.
+
+A reduce of x[A, B, C, K] over dims [0, 1, 2] is one column reduction of
+x[A*B*C, K] over dim 0: adjacent reduced dims, and adjacent kept dims, are
+contiguous in memory and can be merged. IREE collapses them when it forms
+the dispatch itself, but not in the regions the fusion stage pre-forms (in
+IREE 3.13 their roots sit between iree_tensor_ext.compute_barrier ops, which
+seems to stop its collapse-dimensions pass), so a rank-4 reduce
+reaches the strategies with three reduction loops, which split_reduction
+cannot split. This stage rewrites such a root, before phase 2, to loops
+(batch?, kept, reduced), the way IREE's own collapsing (and its
+fold_reshape_into_tensor_hal_interface) would leave it: the bindings are
+viewed with the collapsed shapes (a copy of each hal.interface.binding.subspan
+with the merged type; same buffer, same layout), the loads, the init's fill
+and the store take those shapes, and the generic gets the merged maps and
+iterators. No reshape op and no copy: a row-major buffer is the same bytes at
+either shape.
+
+Only roots of that exact form are touched: every input a load of a whole
+binding, indexed (batch.., reduced.., kept..) in loop order; the init a fill;
+the result only stored, indexed (batch.., kept..). Anything else is left as
+IREE wrote it (and the chooser says why it does not take it).
+"""
+
+import math
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from .dispatches import LOAD, STORE
+from .irutil import walk
+
+
+@dataclass
+class Layout:
+    """Loop groups of a column-reduction root, each a run of loop dims."""
+
+    batch: list[int]
+    reduced: list[int]
+    kept: list[int]
+
+    def groups(self) -> list[list[int]]:
+        return [g for g in (self.batch, self.kept, self.reduced) if g]
+
+
+def _dims(amap: ir.AffineMap) -> list[int] | None:
+    dims = []
+    for expr in amap.results:
+        try:
+            dims.append(ir.AffineDimExpr(expr).position)
+        except (ValueError, TypeError):
+            return None
+    return dims
+
+
+def _layout(root: ir.Operation) -> Layout | None:
+    """The root's loop groups if it is a collapsible column reduction."""
+    attrs = root.attributes
+    if root.name != "linalg.generic" or "iterator_types" not in attrs:
+        return None
+    iters = ["reduction" in str(a) for a in ir.ArrayAttr(attrs["iterator_types"])]
+    num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+    maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(attrs["indexing_maps"])]
+    if len(root.results) != 1 or len(maps) != num_inputs + 1 or any(m is None for m in maps):
+        return None
+    rank, parallel = len(iters), iters.count(False)
+    # IREE orders the loops parallel first, then reduced.
+    if iters != [False] * parallel + [True] * (rank - parallel) or parallel == rank:
+        return None
+    if maps[-1] != list(range(parallel)):
+        return None
+    reduced = list(range(parallel, rank))
+    for m in maps[:-1]:
+        # (batch.., reduced.., kept..) with each group in loop order.
+        if len(m) != rank or m[-1] >= parallel:
+            return None
+        start = next((i for i, d in enumerate(m) if d >= parallel), None)
+        if start is None or m[start : start + len(reduced)] != reduced:
+            return None
+        outer, inner = m[:start], m[start + len(reduced) :]
+        if outer + inner != list(range(parallel)):
+            return None
+    layout = Layout(outer, reduced, inner)
+    if all(len(g) == 1 for g in layout.groups()):
+        return None  # already (batch?, kept, reduced)
+    return layout
+
+
+def _sizes(order: list[list[int]], dim_sizes: list[int]) -> list[int]:
+    return [math.prod(dim_sizes[d] for d in g) for g in order]
+
+
+def _full_load(value: ir.Value) -> ir.Operation | None:
+    """The dispatch load reading all of `value`'s binding, used only here."""
+    owner = value.owner
+    op = owner.operation if hasattr(owner, "operation") else None
+    if op is None or op.name != LOAD or len(op.operands) != 1:
+        return None  # dynamic offsets or sizes
+    shape = list(ir.RankedTensorType(value.type).shape)
+    binding = str(op.operands[0].type)
+    whole = f"tensor<{'x'.join(map(str, shape))}x" in binding
+    if not whole or any(ir.DenseI64ArrayAttr(op.attributes["static_offsets"])):
+        return None
+    return op if len(list(value.uses)) == 1 else None
+
+
+def _owner_op(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") else None
+
+
+def _elementwise_of_loads(value: ir.Value) -> ir.Operation | None:
+    """An all-parallel, identity-indexed generic of whole-binding loads (a
+    convert the fusion stage left outside the root), used only here."""
+    op = _owner_op(value)
+    if op is None or op.name != "linalg.generic" or len(list(value.uses)) != 1:
+        return None
+    attrs = op.attributes
+    if any("reduction" in str(a) for a in ir.ArrayAttr(attrs["iterator_types"])):
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
+    if any(not m.is_permutation or _dims(m) != list(range(m.n_dims)) for m in maps):
+        return None
+    num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+    if any(_full_load(op.operands[i]) is None for i in range(num_inputs)):
+        return None
+    init = _owner_op(op.operands[num_inputs])
+    return op if init is not None and init.name == "tensor.empty" else None
+
+
+def _fill_of_empty(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    op = owner.operation if hasattr(owner, "operation") else None
+    if op is None or op.name != "linalg.fill" or len(list(value.uses)) != 1:
+        return None
+    empty = op.operands[1].owner
+    return op if getattr(empty, "name", "") == "tensor.empty" else None
+
+
+def _retype_binding(subspan: ir.Operation, sizes: list[int], element) -> ir.Value:
+    """A copy of a binding's subspan that views it with the collapsed shape."""
+    copy = subspan.clone(ip=ir.InsertionPoint(subspan))
+    access = str(subspan.results[0].type).split("<", 1)[1].split(":", 1)[0]
+    tensor = ir.RankedTensorType.get(sizes, element)
+    copy.results[0].set_type(ir.Type.parse(f"!iree_tensor_ext.dispatch.tensor<{access}:{tensor}>"))
+    return copy.results[0]
+
+
+def _set_slice(op: ir.Operation, sizes: list[int]) -> None:
+    ctx = op.context
+    op.attributes["static_offsets"] = ir.DenseI64ArrayAttr.get([0] * len(sizes), ctx)
+    op.attributes["static_sizes"] = ir.DenseI64ArrayAttr.get(sizes, ctx)
+    op.attributes["static_strides"] = ir.DenseI64ArrayAttr.get([1] * len(sizes), ctx)
+
+
+def _collapse_load(load: ir.Operation, sizes: list[int]) -> ir.Value:
+    """A load of the same binding, viewed with the collapsed shape."""
+    element = ir.RankedTensorType(load.results[0].type).element_type
+    new = load.clone(ip=ir.InsertionPoint(load))
+    new.operands[0] = _retype_binding(load.operands[0].owner, sizes, element)
+    _set_slice(new, sizes)
+    new.results[0].set_type(ir.RankedTensorType.get(sizes, element))
+    # The old load and subspan are left dead (IREE drops them): erasing ops
+    # through the Python bindings while other handles to them live corrupts
+    # memory.
+    return new.results[0]
+
+
+def _collapse_elementwise(op: ir.Operation, sizes: list[int]) -> None:
+    """Same-shape elementwise op: collapse its loads, init and loops alike."""
+    attrs = op.attributes
+    num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+    for i in range(num_inputs):
+        op.operands[i] = _collapse_load(_full_load(op.operands[i]), sizes)
+    for value in (op.operands[num_inputs], op.results[0]):  # tensor.empty, result
+        value.set_type(ir.RankedTensorType.get(sizes, ir.RankedTensorType(value.type).element_type))
+    identity = ir.AffineMap.get_identity(len(sizes), op.context)
+    count = len(ir.ArrayAttr(attrs["indexing_maps"]))
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(identity)] * count)
+    op.attributes["iterator_types"] = ir.Attribute.parse(
+        "[" + ", ".join(["#linalg.iterator_type<parallel>"] * len(sizes)) + "]", op.context
+    )
+
+
+def _rewritable(root: ir.Operation, num_inputs: int) -> bool:
+    """Inputs are whole-binding loads, the init a fill, the result only stored."""
+    for i in range(num_inputs):
+        value = root.operands[i]
+        if _full_load(value) is None and _elementwise_of_loads(value) is None:
+            return False
+    if _fill_of_empty(root.operands[num_inputs]) is None:
+        return False
+    return all(u.owner.name == STORE for u in root.results[0].uses)
+
+
+def _rewrite(root: ir.Operation, layout: Layout) -> bool:
+    """Collapse the root's loops; the bindings are re-viewed, no reshape op."""
+    ctx = root.context
+    attrs = root.attributes
+    num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+    if not _rewritable(root, num_inputs):
+        return False
+    in_shape = list(ir.RankedTensorType(root.operands[0].type).shape)
+    in_map = _dims(ir.AffineMapAttr(ir.ArrayAttr(attrs["indexing_maps"])[0]).value)
+    dim_sizes = [0] * len(in_map)
+    for d, n in zip(in_map, in_shape):
+        dim_sizes[d] = n
+    in_sizes = _sizes([g for g in (layout.batch, layout.reduced, layout.kept) if g], dim_sizes)
+    out_sizes = _sizes([g for g in (layout.batch, layout.kept) if g], dim_sizes)
+    for i in range(num_inputs):
+        elementwise = _elementwise_of_loads(root.operands[i])
+        if elementwise is None:
+            root.operands[i] = _collapse_load(_full_load(root.operands[i]), in_sizes)
+        else:
+            _collapse_elementwise(elementwise, in_sizes)
+    fill = _fill_of_empty(root.operands[num_inputs])
+    out_type = ir.RankedTensorType.get(
+        out_sizes, ir.RankedTensorType(root.results[0].type).element_type
+    )
+    same_output = list(ir.RankedTensorType(root.results[0].type).shape) == out_sizes
+    fill.operands[1].owner.results[0].set_type(out_type)  # the tensor.empty
+    fill.results[0].set_type(out_type)
+    root.results[0].set_type(out_type)
+    for use in [] if same_output else list(root.results[0].uses):
+        store = use.owner
+        store.operands[1] = _retype_binding(
+            store.operands[1].owner, out_sizes, out_type.element_type
+        )
+        _set_slice(store, out_sizes)
+    # New loops: (batch?, kept, reduced) -> dims b, k, r.
+    b = 1 if layout.batch else 0
+    k, r = b, b + 1
+    loops = ", ".join(f"d{i}" for i in range(b + 2))
+    in_res = ", ".join(["d0"] * b + [f"d{r}", f"d{k}"])
+    out_res = ", ".join(["d0"] * b + [f"d{k}"])
+    maps = [f"affine_map<({loops}) -> ({in_res})>"] * num_inputs + [
+        f"affine_map<({loops}) -> ({out_res})>"
+    ]
+    root.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]", ctx)
+    iters = ["parallel"] * (b + 1) + ["reduction"]
+    root.attributes["iterator_types"] = ir.Attribute.parse(
+        "[" + ", ".join(f"#linalg.iterator_type<{t}>" for t in iters) + "]", ctx
+    )
+    return True
+
+
+def _root_of(func: ir.Operation) -> ir.Operation | None:
+    """The op whose single result the function stores, if it is one op."""
+    stores = [op for op in walk(func) if op.name == STORE]
+    owners = {id(s.operands[0].owner): s.operands[0].owner for s in stores}
+    if len(owners) != 1:
+        return None
+    owner = next(iter(owners.values()))
+    return owner.operation if hasattr(owner, "operation") else None
+
+
+def collapse_column_reductions(sources: str) -> str:
+    """The executable sources with column-reduction roots collapsed."""
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    module = ir.Module.parse(sources, ctx)
+    found = []
+    for op in walk(module.operation):
+        if op.name != "func.func" or op.parent.operation.name != "builtin.module":
+            continue
+        if not any(inner.name == LOAD for inner in walk(op)):
+            continue
+        root = _root_of(op)
+        layout = _layout(root) if root is not None else None
+        if layout is not None:
+            found.append((root, layout))
+    with ir.Location.unknown(ctx):
+        # Rewrite after the walk, not during it.
+        changed = [_rewrite(root, layout) for root, layout in found]
+    if not any(changed):
+        return sources
+    module.operation.verify()
+    return module.operation.get_asm(enable_debug_info=True)

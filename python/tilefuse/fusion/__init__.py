@@ -1,0 +1,131 @@
+"""Fusion planning on StableHLO (hlo-opt): group ops, then outline each group
+as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
+
+    graph.py    op graph of each function, op classes
+    groups.py   group kinds and heroes
+    rules.py    the fusion kinds as predicates over producer -> consumer edges
+    safety.py   XLA's index-safety rule (no silent recomputation)
+    planner.py  one planner applying the rules (no cycles, target limits)
+    outline.py  flow.dispatch.region per group, in place
+    dump.py     ByteIR-style outlined functions, Graphviz picture
+"""
+
+from dataclasses import dataclass, field
+
+from iree.compiler import ir
+
+from ..errors import TilefuseError
+from ..targets import Target
+from .graph import FuncGraph, module_graphs
+from .groups import Group
+from .outline import LOC_PREFIX, outline_function
+from .planner import plan_function
+
+
+@dataclass
+class FusionPlan:
+    graphs: list[FuncGraph]  # over `module` as it was before outlining
+    groups: dict[str, list[Group]]  # function name -> its groups, program order
+    log: list[str] = field(default_factory=list)  # merges refused and functions skipped
+    text: str = ""  # the module with one flow.dispatch.region per outlined group
+    calls_defined_functions: bool = False  # IREE inlines those: dispatch order changes
+    region_order: dict[str, list[Group]] = field(default_factory=dict)  # as outlined
+    # StableHLO ops in no region (pads, delegated groups): IREE forms their dispatches.
+    left_to_iree: list[str] = field(default_factory=list)
+    module: ir.Module | None = None  # keeps the graphs' ops alive
+
+    def outlined(self) -> list[Group]:
+        return [g for gs in self.groups.values() for g in gs if g.outlined]
+
+    def all_groups(self) -> list[Group]:
+        return [g for gs in self.groups.values() for g in gs]
+
+
+def plan_module(module: ir.Module, target: Target) -> FusionPlan:
+    """Plan every function of `module` (not modified)."""
+    graphs = module_graphs(module)
+    plan = FusionPlan(graphs=graphs, groups={}, module=module)
+    for g in graphs:
+        if g.called:
+            # IREE inlines called functions into their callers; a region inside
+            # would be numbered with the caller's dispatches.
+            plan.log.append(f"{g.name}: called by func.call, left to IREE's dispatch formation")
+            plan.calls_defined_functions = True
+            continue
+        groups, log = plan_function(g, target)
+        plan.groups[g.name] = groups
+        plan.log += [f"{g.name}: {line}" for line in log]
+        plan.log += [
+            f"{g.name}: {x.name} not outlined: {x.why_not_outlined}"
+            for x in groups
+            if not x.outlined
+        ]
+        inside = {i for x in groups if x.outlined for i in x.members}
+        plan.left_to_iree += [
+            f"{g.name}: op {n.index} {n.short}"
+            for n in g.nodes
+            if n.index not in inside
+            and n.name.startswith("stablehlo.")
+            and n.cls not in ("constant", "terminator")
+        ]
+    return plan
+
+
+def fuse(text: str, target: Target) -> FusionPlan:
+    """Plan and outline a StableHLO module given as text."""
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    module = ir.Module.parse(text, ctx)
+    plan = plan_module(module, target)
+    for g in plan.graphs:
+        if g.name in plan.groups:
+            plan.region_order[g.name] = outline_function(g, plan.groups[g.name])
+    module.operation.verify()
+    plan.text = module.operation.get_asm(enable_debug_info=True)
+    return plan
+
+
+def _group_in_location(location: str) -> str | None:
+    """The group name outline.py put in the region's location, if present."""
+    _, sep, rest = location.partition(LOC_PREFIX)
+    return rest.split('"', 1)[0] if sep else None
+
+
+def attach_groups(plan: FusionPlan, dispatches: list) -> None:
+    """Check IREE made exactly one dispatch per outlined group; record each
+    dispatch's group. Phase 1 prints locations, and a dispatch carries the
+    location of the region it came from (outline.py names it after the group).
+    Identical groups may share one executable (IREE deduplicates them).
+    Dispatches from no region come from ops left to IREE (plan.log says why);
+    there must be none when every group was outlined.
+    """
+    groups = {g.name: g for g in plan.outlined()}
+    left_to_iree = plan.left_to_iree
+    matched: dict[str, str] = {}
+    for d in dispatches:
+        name = _group_in_location(d.location)
+        if name is None:
+            if not left_to_iree and not plan.calls_defined_functions:
+                raise TilefuseError(
+                    f"IREE formed dispatch {d.name} outside every fusion group "
+                    f"({len(dispatches)} dispatches for {len(groups)} groups)"
+                )
+            continue
+        if name not in groups or name in matched:
+            raise TilefuseError(
+                f"dispatch {d.name} claims fusion group {name}, "
+                + ("already matched" if name in matched else "which was not outlined")
+            )
+        g = groups[name]
+        d.group_name, d.group_kind, d.group_hero = g.name, g.kind, g.hero_op
+        matched[name] = d.name
+    signatures = {groups[n].signature for n in matched}
+    missing = [n for n, g in groups.items() if n not in matched and g.signature not in signatures]
+    if missing:
+        raise TilefuseError(
+            f"IREE formed {len(matched)} dispatches for {len(groups)} fusion groups; "
+            f"none for {', '.join(missing)}"
+        )
+
+
+__all__ = ["FusionPlan", "Group", "attach_groups", "fuse", "plan_module"]

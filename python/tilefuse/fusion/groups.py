@@ -1,0 +1,126 @@
+"""Fusion groups: which ops, of what kind, around which hero.
+
+A group's kind is a function of its members alone (so every merge the planner
+tries can be judged by the kind it would produce):
+
+    matmul            a dot_general / dot / convolution plus its epilogue
+    softmax-like      reductions whose results are broadcast back over the
+                      reduced dims and used again in the group (softmax,
+                      layernorm, RMSNorm), or chained reductions over one row
+    row-reduction     reductions over the innermost dim(s), no broadcast back
+    column-reduction  reductions over outer dims that keep the innermost dim
+    transpose         a transpose that moves the innermost dim, with its
+                      elementwise neighbours
+    loop              elementwise and index-only ops only
+    other             a gather/scatter or a StableHLO op with no fusion rule
+"""
+
+from dataclasses import dataclass, field
+
+from .graph import FuncGraph, Node
+
+REDUCTION_KINDS = ("softmax-like", "row-reduction", "column-reduction")
+
+
+@dataclass
+class Group:
+    name: str
+    kind: str
+    hero: int  # node index of the hero op
+    members: list[int]  # node indices, program order
+    inputs: list[str] = field(default_factory=list)  # types of the values read from outside
+    outputs: list[str] = field(default_factory=list)  # types of the values used outside
+    bytes_in: int = 0
+    bytes_out: int = 0
+    hero_op: str = ""  # the hero's op name
+    signature: str = ""  # ops and types: equal signatures may share one executable
+    outlined: bool = True  # False: no kernel of its own (IREE folds reshapes away)
+    why_not_outlined: str = ""
+
+
+def reduce_dims(node: Node) -> list[int]:
+    return node.ints("dimensions")
+
+
+def kept_dims(node: Node) -> list[int]:
+    rank = len(node.operand_shapes[0] or [])
+    dims = set(reduce_dims(node))
+    return [i for i in range(rank) if i not in dims]
+
+
+def moves_innermost(node: Node) -> bool:
+    """A transpose whose innermost output dim is not the innermost input dim."""
+    if node.name != "stablehlo.transpose":
+        return False
+    perm = node.ints("permutation")
+    return bool(perm) and perm[-1] != len(perm) - 1
+
+
+def rebroadcasts(graph: FuncGraph, bcast: Node, reduce: Node) -> bool:
+    """`bcast` puts a result of `reduce` back over the dims it reduced."""
+    return (
+        bcast.name == "stablehlo.broadcast_in_dim"
+        and bcast.ints("broadcast_dimensions") == kept_dims(reduce)
+        and bcast.shape == reduce.operand_shapes[0]
+    )
+
+
+def _reaches_back(graph: FuncGraph, members: set[int], reduce: Node) -> bool:
+    """Some member broadcasts a value computed from `reduce` back over its row."""
+    downstream, stack = set(), [reduce.index]
+    while stack:
+        i = stack.pop()
+        for u in graph.nodes[i].users:
+            if u in members and u not in downstream:
+                downstream.add(u)
+                stack.append(u)
+    return any(rebroadcasts(graph, graph.nodes[i], reduce) for i in downstream)
+
+
+def classify(graph: FuncGraph, members: set[int]) -> tuple[str, int]:
+    """(kind, hero node index) of a set of nodes."""
+    nodes = [graph.nodes[i] for i in sorted(members)]
+    contractions = [n for n in nodes if n.cls == "contraction"]
+    if contractions:
+        return "matmul", contractions[0].index
+    others = [n for n in nodes if n.cls in ("gather", "other")]
+    if others:
+        return "other", others[0].index
+    reduces = [n for n in nodes if n.cls == "reduce"]
+    if reduces:
+        first = reduces[0]
+        chained = any(_upstream_reduce(graph, members, r) for r in reduces)
+        if chained or any(_reaches_back(graph, members, r) for r in reduces):
+            return "softmax-like", first.index
+        rank = len(first.operand_shapes[0] or [])
+        if rank and rank - 1 in reduce_dims(first):
+            return "row-reduction", first.index
+        return "column-reduction", first.index
+    transposes = [n for n in nodes if moves_innermost(n)]
+    if transposes:
+        return "transpose", transposes[0].index
+    # A loop group's hero is its last op: the one whose iteration space the kernel covers.
+    return "loop", nodes[-1].index
+
+
+def _upstream(graph: FuncGraph, members: set[int], node: Node) -> set[int]:
+    seen, stack = set(), [node.index]
+    while stack:
+        for p in graph.nodes[stack.pop()].producers:
+            if p in members and p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen
+
+
+def _upstream_reduce(graph: FuncGraph, members: set[int], node: Node) -> bool:
+    return any(graph.nodes[p].cls == "reduce" for p in _upstream(graph, members, node))
+
+
+def has_chained_reductions(graph: FuncGraph, members: set[int]) -> bool:
+    """A reduction in the group reads (through other members) another's result."""
+    return any(
+        _upstream_reduce(graph, members, graph.nodes[i])
+        for i in members
+        if graph.nodes[i].cls == "reduce"
+    )

@@ -1,0 +1,131 @@
+"""Wrap each fusion group in a `flow.dispatch.region` (IREE makes exactly one
+dispatch per region), in place, through the MLIR Python bindings.
+
+The function body is re-ordered so that every group's ops sit together inside
+its region: units (groups and the ops left outside) are emitted in a
+topological order of their dependences, ties broken by program order, which
+exists because the planner never forms a cycle between groups.
+
+Constants: a splat constant read by a group is cloned into the group's region
+(it costs nothing there and IREE would clone it in anyway); other constants
+stay outside, where IREE turns them into constant buffers the dispatch reads.
+"""
+
+import heapq
+
+from iree.compiler import ir
+
+from .graph import FuncGraph
+from .groups import Group
+
+GROUP_ATTR = "tilefuse.group"
+KIND_ATTR = "tilefuse.fusion_kind"
+HERO_ATTR = "tilefuse.hero"
+LOC_PREFIX = "tilefuse.group:"
+
+
+def _units(graph: FuncGraph, groups: list[Group]) -> tuple[dict[int, int], list[list[int]]]:
+    """unit of each node, and the members of each unit (a group or one op)."""
+    unit_of, units = {}, []
+    for g in groups:
+        if g.outlined:
+            for i in g.members:
+                unit_of[i] = len(units)
+            units.append(list(g.members))
+    for n in graph.nodes:
+        if n.index not in unit_of:
+            unit_of[n.index] = len(units)
+            units.append([n.index])
+    return unit_of, units
+
+
+def schedule(graph: FuncGraph, groups: list[Group]) -> list[list[int]]:
+    """Units in a dependence order, earliest first op first."""
+    unit_of, units = _units(graph, groups)
+    preds = [set() for _ in units]
+    for n in graph.nodes:
+        for p in n.producers:
+            if p >= 0 and unit_of[p] != unit_of[n.index]:
+                preds[unit_of[n.index]].add(unit_of[p])
+    succs = [set() for _ in units]
+    for u, ps in enumerate(preds):
+        for p in ps:
+            succs[p].add(u)
+    waiting = [len(ps) for ps in preds]
+    ready = [(min(units[u]), u) for u in range(len(units)) if not waiting[u]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, u = heapq.heappop(ready)
+        order.append(units[u])
+        for s in succs[u]:
+            waiting[s] -= 1
+            if not waiting[s]:
+                heapq.heappush(ready, (min(units[s]), s))
+    if len(order) != len(units):
+        raise AssertionError("fusion groups form a cycle (planner bug)")
+    return order
+
+
+def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operation:
+    nodes = graph.nodes
+    members = set(group.members)
+    results = [
+        r
+        for i in group.members
+        for r in nodes[i].op.results
+        if nodes[i].returned or set(nodes[i].users) - members
+    ]
+    hero = nodes[group.hero].op
+    # IREE gives the dispatch the region's location: the name ties it to the group.
+    location = ir.Location.name(
+        f"{LOC_PREFIX}{group.name}", childLoc=hero.location, context=hero.context
+    )
+    with ir.InsertionPoint(before), location:
+        region = ir.Operation.create(
+            "flow.dispatch.region",
+            results=[r.type for r in results],
+            operands=[],
+            attributes={
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0]),
+                GROUP_ATTR: ir.StringAttr.get(group.name),
+                KIND_ATTR: ir.StringAttr.get(group.kind),
+                HERO_ATTR: ir.StringAttr.get(nodes[group.hero].name),
+            },
+            regions=2,  # the body, and an empty workgroup-count region
+        )
+    block = region.regions[0].blocks.append()
+    with ir.InsertionPoint(block), location:
+        ret = ir.Operation.create("flow.return", operands=results)
+    clones = {}
+    for i in group.members:
+        op = nodes[i].op
+        op.move_before(ret)
+        for v, p in zip(list(op.operands), nodes[i].producers):
+            if p >= 0 and p not in members and nodes[p].is_splat_constant:
+                if p not in clones:
+                    clones[p] = nodes[p].op.clone(ir.InsertionPoint.at_block_begin(block))
+                op.replace_uses_of_with(v, clones[p].results[0])
+    users_inside = [nodes[i].op for i in group.members] + [ret]
+    for value, result in zip(results, region.results):
+        value.replace_all_uses_except(result, users_inside)
+    return region
+
+
+def outline_function(graph: FuncGraph, groups: list[Group]) -> list[Group]:
+    """Rewrite the function in place; returns the outlined groups in region order."""
+    nodes = graph.nodes
+    by_first = {g.members[0]: g for g in groups if g.outlined}
+    terminator = nodes[-1].op
+    regions = []
+    for unit in schedule(graph, groups):
+        if unit[0] in by_first and by_first[unit[0]].members == unit:
+            _region(graph, by_first[unit[0]], terminator)
+            regions.append(by_first[unit[0]])
+        elif nodes[unit[0]].op != terminator:
+            nodes[unit[0]].op.move_before(terminator)
+    for n in nodes:
+        # Splat constants now cloned into every region that reads them.
+        if n.is_splat_constant and not list(n.op.results[0].uses):
+            n.op.erase()
+    return regions

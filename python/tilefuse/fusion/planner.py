@@ -1,0 +1,303 @@
+"""One planner for every fusion kind.
+
+Start with one group per op that computes something (elementwise, index-only,
+reduce, contraction, gather/scatter, or another StableHLO op). Then apply the
+rules of rules.py, in order, to every producer -> consumer edge in program
+order, and merge the two groups when the rule allows it and the merge keeps:
+
+- no cycle between groups (a path from one group to the other through a third
+  op or group would make the pair depend on itself);
+- index safety (safety.py);
+- the target's limits: bindings per dispatch, and shared memory for a row that
+  a softmax-like group keeps on chip;
+- a group kind that exists (classify() in groups.py).
+
+Repeat until nothing changes. Ops of class "other" that are not StableHLO
+(custom calls, util ops, func.call) and constants stay outside every group:
+IREE handles them as they are. Results only depend on the program, so names
+are derived from the function, the kind, the hero and the hero's position.
+"""
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+from ..targets import Target
+from .graph import FuncGraph, bytes_of, value_key
+from .groups import REDUCTION_KINDS, Group, classify, has_chained_reductions, reduce_dims
+from .rules import EDGE_RULES, siblings
+from .safety import duplicated, outputs_of, unsafe_duplication
+
+GROUPED_CLASSES = ("elementwise", "index", "reduce", "contraction", "gather")
+# Index-only ops IREE turns into metadata changes (no kernel) when alone.
+NO_KERNEL_ALONE = {"stablehlo.reshape"}
+
+
+# Why a group with chained reductions is handed back to IREE (measured on
+# lavapipe, softmax 256x1000 f32): in one region IREE 3.13's default SPIR-V
+# codegen (BaseVectorize) recomputes the first reduction for every tile of the
+# second, 51 s per call; left to IREE's own formation it becomes linalg.softmax
+# (or two dispatches for layernorm) and runs in 0.6 s.
+CHAINED_FALLBACK = (
+    "chained reductions and no tilefuse kernel keeps the row on chip yet: "
+    "ops left to IREE's dispatch formation (IREE's default codegen recomputes "
+    "the first reduction per tile inside one region)"
+)
+
+
+# Measured on lavapipe (attention 128x64): a dot_general contracting q and k
+# over their last dims becomes linalg.transpose + linalg.matmul inside a
+# region, because IREE's global optimizations (which fold the transpose into
+# the contraction) do not run inside pre-formed regions; its default codegen
+# then took 41 s per call instead of 1.3 s.
+TRANSPOSED_FALLBACK = (
+    "dot_general needs a transpose of an operand: ops left to IREE, whose global "
+    "optimizations fold it into the contraction (they do not run inside regions)"
+)
+
+
+def plain_contraction(node) -> bool:
+    """dot_general in matmul layout: leading batch dims, lhs contracts its last
+    dim, rhs its first non-batch dim (no operand transpose needed)."""
+    if node.name != "stablehlo.dot_general":
+        return node.name == "stablehlo.dot"
+    text = str(node.op.attributes["dot_dimension_numbers"])
+    numbers = {}
+    for key in (
+        "lhs_batching_dimensions",
+        "rhs_batching_dimensions",
+        "lhs_contracting_dimensions",
+        "rhs_contracting_dimensions",
+    ):
+        _, sep, rest = text.partition(key + " = [")
+        numbers[key] = (
+            [int(x) for x in rest.split("]", 1)[0].split(",") if x.strip()] if sep else []
+        )
+    batch = len(numbers["lhs_batching_dimensions"])
+    lhs_rank = len(node.operand_shapes[0] or [])
+    return (
+        numbers["lhs_batching_dimensions"] == list(range(batch))
+        and numbers["rhs_batching_dimensions"] == list(range(batch))
+        and numbers["lhs_contracting_dimensions"] == [lhs_rank - 1]
+        and numbers["rhs_contracting_dimensions"] == [batch]
+    )
+
+
+def kernel_for(kind: str) -> bool:
+    """Some tilefuse strategy declares it compiles groups of this kind."""
+    from ..strategies import STRATEGIES
+
+    return any(kind in getattr(module, "FUSION_KINDS", ()) for _, module in STRATEGIES)
+
+
+def max_bindings(target: Target) -> int:
+    """Buffers one dispatch may bind. Vulkan guarantees only a few storage
+    buffers per stage; 16 holds on every desktop driver and lavapipe."""
+    return 16 if target.backend == "spirv" else 64
+
+
+# IREE 3.13's SPIR-V codegen fails on a tensor.pad inside a dispatch
+# ("memref.store ... restricted to workgroup distributed contexts"), and IREE's
+# own dispatch formation never puts one there: a pad stays outside every group
+# (IREE copies it into a filled buffer) until a strategy declares the "pad" kind.
+PAD_OUTSIDE = "stablehlo.pad left to IREE: no tilefuse kernel reads through a pad yet"
+
+
+def groupable(node) -> bool:
+    if node.name == "stablehlo.pad":
+        return kernel_for("pad")
+    if node.cls in GROUPED_CLASSES:
+        return True
+    # Other StableHLO ops (sort, reduce_window, rng, ...) get a group of their
+    # own so each one still makes exactly one dispatch; custom calls do not.
+    return (
+        node.cls == "other"
+        and node.name.startswith("stablehlo.")
+        and (node.name != "stablehlo.custom_call")
+    )
+
+
+@dataclass
+class FuncPlan:
+    """The planner's state for one function; satisfies rules.Plan."""
+
+    graph: FuncGraph
+    target: Target
+    group_of: dict[int, int] = field(default_factory=dict)  # node -> group id
+    members: dict[int, set[int]] = field(default_factory=dict)  # group id -> nodes
+    kinds: dict[int, str] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)  # merges refused, and why
+
+    def kind_of(self, node: int) -> str:
+        return self.kinds[self.group_of[node]] if node in self.group_of else "none"
+
+    def members_of(self, node: int) -> set[int]:
+        return self.members[self.group_of[node]]
+
+    # -- checks every merge must pass -------------------------------------
+    def _creates_cycle(self, a: set[int], b: set[int]) -> bool:
+        """A path a -> (outside a and b) -> b, or the other way round."""
+        return self._path_outside(a, b) or self._path_outside(b, a)
+
+    def _path_outside(self, src: set[int], dst: set[int]) -> bool:
+        nodes = self.graph.nodes
+        stack = [u for i in src for u in nodes[i].users if u not in src and u not in dst]
+        seen = set()
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            for u in nodes[i].users:
+                if u in dst:
+                    return True
+                if u not in src:
+                    stack.append(u)
+        return False
+
+    def _bindings(self, merged: set[int]) -> int:
+        inputs = self.graph.values_from_outside(merged)
+        return len(inputs) + len(outputs_of(self.graph, merged))
+
+    def _row_bytes(self, merged: set[int]) -> int:
+        rows = [self.graph.nodes[i] for i in merged if self.graph.nodes[i].cls == "reduce"]
+        worst = 0
+        for r in rows:
+            shape = r.operand_shapes[0] or []
+            n = 1
+            for d in reduce_dims(r):
+                n *= shape[d] if d < len(shape) else 1
+            worst = max(worst, n * 4)  # accumulate in f32
+        return worst
+
+    def refusal(self, a: int, b: int) -> str | None:
+        """Why groups a and b may not merge, or None."""
+        ga, gb = self.members[a], self.members[b]
+        merged = ga | gb
+        if self._creates_cycle(ga, gb):
+            return "would form a cycle between groups"
+        kind, _ = classify(self.graph, merged)
+        if kind == "other":
+            return "an op with no fusion rule"
+        if kind == "softmax-like" and self._row_bytes(merged) > self.target.shared_memory_bytes:
+            return (
+                f"row of {self._row_bytes(merged)} bytes does not fit "
+                f"{self.target.shared_memory_bytes} bytes of shared memory"
+            )
+        bindings = self._bindings(merged)
+        if bindings > max_bindings(self.target):
+            return f"{bindings} bindings > {max_bindings(self.target)}"
+        return unsafe_duplication(self.graph, merged)
+
+    def merge(self, a: int, b: int) -> None:
+        keep, gone = min(a, b), max(a, b)
+        for i in self.members[gone]:
+            self.group_of[i] = keep
+        self.members[keep] |= self.members.pop(gone)
+        self.kinds.pop(gone)
+        self.kinds[keep], _ = classify(self.graph, self.members[keep])
+
+    def try_merge(self, rule: str, p: int, c: int) -> bool:
+        a, b = self.group_of[p], self.group_of[c]
+        if a == b:
+            return False
+        why = self.refusal(a, b)
+        if why:
+            line = f"{rule}: op {p} -> op {c} not fused: {why}"
+            if line not in self.log:
+                self.log.append(line)
+            return False
+        self.merge(a, b)
+        return True
+
+
+def _edges(graph: FuncGraph, plan: FuncPlan):
+    for c in graph.nodes:
+        for p in dict.fromkeys(c.producers):
+            if p in plan.group_of and c.index in plan.group_of:
+                yield graph.nodes[p], c
+
+
+def _sibling_pairs(graph: FuncGraph, plan: FuncPlan):
+    """Reduces that read a common value (an argument or an op's result)."""
+    reads: dict[tuple, list[int]] = {}
+    for n in graph.nodes:
+        if n.cls == "reduce":
+            for v in list(n.op.operands)[: len(n.op.operands) // 2]:
+                reads.setdefault(value_key(v), []).append(n.index)
+    for readers in reads.values():
+        for x, y in pairwise(readers):
+            yield graph.nodes[x], graph.nodes[y]
+
+
+def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[str]]:
+    plan = FuncPlan(graph, target)
+    for n in graph.nodes:
+        if n.name == "stablehlo.pad" and not groupable(n):
+            plan.log.append(f"op {n.index}: {PAD_OUTSIDE}")
+        if groupable(n):
+            plan.group_of[n.index] = n.index
+            plan.members[n.index] = {n.index}
+            plan.kinds[n.index], _ = classify(graph, {n.index})
+    changed = True
+    while changed:
+        changed = False
+        for rule_name, rule in EDGE_RULES:
+            for p, c in list(_edges(graph, plan)):
+                if plan.group_of[p.index] != plan.group_of[c.index] and rule(plan, p, c):
+                    changed |= plan.try_merge(rule_name, p.index, c.index)
+        for a, b in list(_sibling_pairs(graph, plan)):
+            if plan.group_of[a.index] != plan.group_of[b.index] and siblings(plan, a, b):
+                changed |= plan.try_merge("siblings", a.index, b.index)
+    groups = [_describe(graph, sorted(m)) for _, m in sorted(plan.members.items())]
+    for g in groups:
+        plan.log += [f"{g.name}: {line}" for line in duplicated(graph, set(g.members))]
+    for g in groups:
+        chained = g.outlined and has_chained_reductions(graph, set(g.members))
+        if chained and not kernel_for("softmax-like"):
+            g.outlined = False
+            g.why_not_outlined = CHAINED_FALLBACK
+        if g.outlined and g.kind == "matmul" and not plain_contraction(graph.nodes[g.hero]):
+            g.outlined = False
+            g.why_not_outlined = TRANSPOSED_FALLBACK
+    return groups, plan.log
+
+
+def _describe(graph: FuncGraph, members: list[int]) -> Group:
+    kind, hero = classify(graph, set(members))
+    hero_node = graph.nodes[hero]
+    name = f"{graph.name}_{kind.replace('-', '_')}_{hero_node.short}_{hero}"
+    inputs = graph.values_from_outside(set(members))
+    outputs = [r for i in outputs_of(graph, set(members)) for r in graph.nodes[i].op.results]
+    group = Group(
+        name=name,
+        kind=kind,
+        hero=hero,
+        members=members,
+        inputs=[str(v.type) for v in inputs],
+        outputs=[str(v.type) for v in outputs],
+        bytes_in=sum(bytes_of(v.type) for v in inputs),
+        bytes_out=sum(bytes_of(v.type) for v in outputs),
+        hero_op=hero_node.name,
+        signature=";".join(
+            f"{graph.nodes[i].name}:{[str(r.type) for r in graph.nodes[i].op.results]}"
+            for i in members
+        ),
+    )
+    names = {graph.nodes[i].name for i in members}
+    if names <= NO_KERNEL_ALONE:
+        group.outlined = False
+        group.why_not_outlined = "only reshapes: IREE folds them into metadata, no kernel"
+    elif any(graph.nodes[i].shape is None and graph.nodes[i].op.results for i in members):
+        group.outlined = False
+        group.why_not_outlined = "dynamic shapes: left to IREE's dispatch formation"
+    return group
+
+
+def kinds_summary(groups: list[Group]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g in groups:
+        out[g.kind] = out.get(g.kind, 0) + 1
+    return out
+
+
+__all__ = ["REDUCTION_KINDS", "FuncPlan", "kinds_summary", "plan_function"]

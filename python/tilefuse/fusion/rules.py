@@ -1,0 +1,125 @@
+"""The fusion kinds, each a predicate over one producer -> consumer edge.
+
+A rule says whether the group of `producer` and the group of `consumer` may
+become one group; the planner (planner.py) then checks what every merge must
+satisfy (no cycle, index safety, target limits). `Plan` gives the rules what
+they need: the graph, the group of each op and each group's kind.
+"""
+
+from typing import Protocol
+
+from .graph import FuncGraph, Node
+from .groups import REDUCTION_KINDS, moves_innermost, rebroadcasts, reduce_dims
+
+LOOP_OPS = ("elementwise", "index")
+
+
+class Plan(Protocol):
+    graph: FuncGraph
+
+    def kind_of(self, node: int) -> str: ...
+
+    def members_of(self, node: int) -> set[int]: ...
+
+
+def _reduces(plan: Plan, node: int) -> list[Node]:
+    return [
+        plan.graph.nodes[i] for i in plan.members_of(node) if plan.graph.nodes[i].cls == "reduce"
+    ]
+
+
+def loop(plan: Plan, p: Node, c: Node) -> bool:
+    """Elementwise and index-only ops fuse both ways (ByteIR ElementFusion)."""
+    return (
+        p.cls in LOOP_OPS
+        and c.cls in LOOP_OPS
+        and plan.kind_of(p.index) == "loop"
+        and plan.kind_of(c.index) == "loop"
+    )
+
+
+def reduction_producer(plan: Plan, p: Node, c: Node) -> bool:
+    """A reduction takes its elementwise/broadcast producers (ByteIR ReductionFusion)."""
+    return plan.kind_of(c.index) in REDUCTION_KINDS and plan.kind_of(p.index) == "loop"
+
+
+def reduction_consumer(plan: Plan, p: Node, c: Node) -> bool:
+    """Elementwise consumers of a reduction group, in the reduced space (an
+    epilogue such as sum / N) or in the row space reached through a broadcast
+    back over the reduced dims (softmax, layernorm): XLA fuses these, ByteIR
+    cannot."""
+    if plan.kind_of(p.index) not in REDUCTION_KINDS or plan.kind_of(c.index) != "loop":
+        return False
+    for r in _reduces(plan, p.index):
+        if c.cls == "elementwise" and c.shape in (r.shape, r.operand_shapes[0]):
+            return True
+        if rebroadcasts(plan.graph, c, r):
+            return True
+    return False
+
+
+def _same_rows(a: list[Node], b: list[Node]) -> bool:
+    return bool(a and b) and all(
+        x.operand_shapes[0] == y.operand_shapes[0] and reduce_dims(x) == reduce_dims(y)
+        for x in a
+        for y in b
+    )
+
+
+def reduction_chain(plan: Plan, p: Node, c: Node) -> bool:
+    """Reductions over the same rows, one feeding the other (softmax's max then
+    sum, layernorm's mean then variance), share one group."""
+    return (
+        plan.kind_of(p.index) in REDUCTION_KINDS
+        and plan.kind_of(c.index) in REDUCTION_KINDS
+        and _same_rows(_reduces(plan, p.index), _reduces(plan, c.index))
+    )
+
+
+def siblings(plan: Plan, a: Node, b: Node) -> bool:
+    """Reductions over the same input and iteration space share one group (a
+    multi-output kernel reads the input once). `a` and `b` read a common value."""
+    return (
+        a.cls == "reduce"
+        and b.cls == "reduce"
+        and plan.kind_of(a.index) in REDUCTION_KINDS
+        and plan.kind_of(b.index) in REDUCTION_KINDS
+        and _same_rows(_reduces(plan, a.index), _reduces(plan, b.index))
+    )
+
+
+def matmul_epilogue(plan: Plan, p: Node, c: Node) -> bool:
+    """A contraction takes its elementwise epilogue (bias, activation, residual)
+    and the index-only/elementwise producers of that epilogue's other operands."""
+    if plan.kind_of(p.index) == "matmul" and plan.kind_of(c.index) == "loop":
+        hero = plan.graph.nodes[
+            min(i for i in plan.members_of(p.index) if plan.graph.nodes[i].cls == "contraction")
+        ]
+        return c.cls == "elementwise" and c.shape == hero.shape
+    if plan.kind_of(c.index) == "matmul" and plan.kind_of(p.index) == "loop":
+        return c.cls == "elementwise" and p.cls in LOOP_OPS
+    return False
+
+
+def transpose_hero(plan: Plan, p: Node, c: Node) -> bool:
+    """A transpose that moves the innermost dim is the hero of its own group
+    (it needs a tiled, shared-memory kernel); its elementwise producers and
+    consumers join it, other transposes do not."""
+    kp, kc = plan.kind_of(p.index), plan.kind_of(c.index)
+    if kp == "transpose" and kc == "loop":
+        return c.cls == "elementwise"
+    if kc == "transpose" and kp == "loop":
+        return p.cls == "elementwise" or (p.cls == "index" and not moves_innermost(p))
+    return False
+
+
+# Applied in this order, each over all edges in program order, until nothing
+# changes. Epilogues first: a scale between a dot and a softmax belongs to the dot.
+EDGE_RULES = [
+    ("matmul-epilogue", matmul_epilogue),
+    ("reduction-producer", reduction_producer),
+    ("reduction-chain", reduction_chain),
+    ("reduction-consumer", reduction_consumer),
+    ("transpose", transpose_hero),
+    ("loop", loop),
+]

@@ -1,0 +1,147 @@
+"""Parameters of the column-reduction kernel (transform_scripts/column_reduction.mlir).
+
+Applies to a root that reduces OUTER dims and keeps the innermost one, as IREE
+forms it: loops (batch?, kept, reduced), input indexed (batch?, reduced, kept),
+so the kept dim is contiguous in memory. Seed: XLA's column reduction emitter.
+
+Thread x owns `vector` consecutive kept columns (coalesced vector loads);
+thread y owns one of `split` chunks of the reduced dim (the split must divide
+the reduced length: split_reduction needs it). Each thread accumulates in
+registers; the chunks meet in workgroup memory, the y == 0 threads combine
+them. Few kept columns means few workgroups, so the split then grows to put
+more threads on the reduced dim.
+"""
+
+import math
+from dataclasses import dataclass
+
+from ..dispatches import Dispatch
+from ..targets import Target
+
+# Body ops split_reduction can recombine (it needs the neutral element).
+COMBINERS = {"arith.addf", "arith.maximumf", "arith.minimumf", "arith.mulf", "arith.addi"}
+# Rows each loop iteration reads; 1 keeps the accumulator one vector.
+REDUCTION_STEP = 1
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Knobs the heuristic leaves open (tests and benchmarks may override)."""
+
+    threads: int | None = None  # threads per workgroup; None: the target's preference
+    split: int | None = None  # thread-y split of the reduced dim; None: heuristic
+
+
+def _check(d: Dispatch) -> str | None:
+    """Why the column kernel does not apply, or None."""
+    if d.problem:
+        return d.problem
+    if d.root_op != "linalg.generic":
+        return f"root op is {d.root_op}, not linalg.generic"
+    its = d.iterator_types
+    if its.count("reduction") != 1 or its[-1] != "reduction":
+        return "not a single reduced dim (IREE collapses adjacent reduced dims into one)"
+    if len(its) not in (2, 3):
+        return f"rank-{len(its)} root (column kernel takes (batch?, kept, reduced) loops)"
+    if any(s < 0 for s in d.loop_ranges):
+        return "dynamic shapes"
+    kept_dim = len(its) - 2
+    if not d.input_inner_dims or any(i != kept_dim for i in d.input_inner_dims):
+        return "innermost input dim is not the kept dim (a row reduction)"
+    if len(d.outputs) != 1 or len(d.combiners) != 1 or d.combiners[0] not in COMBINERS:
+        return f"combiner {d.combiners} is not one of add/max/min/mul"
+    # Besides the root and its init's fill, only direct elementwise producers
+    # of its inputs (a convert kept apart); the script fuses them into the root.
+    producers = sum(1 for p in d.input_producers if p == "linalg.generic")
+    if len(d.ops) - 2 > producers:
+        return f"{len(d.ops) - 1} ops besides the root, only direct producers are fused"
+    return None
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _split(reduced: int, limit: int) -> int | None:
+    """Largest divisor of the reduced length in [2, limit], if any."""
+    best = None
+    for d in range(1, math.isqrt(reduced) + 1):
+        if reduced % d == 0:
+            for c in (d, reduced // d):
+                if 2 <= c <= limit and (best is None or c > best):
+                    best = c
+    return best
+
+
+def _smallest_divisor(n: int, limit: int) -> int | None:
+    return next((d for d in range(2, min(n, limit) + 1) if n % d == 0), None)
+
+
+def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict | None, str]:
+    why_not = _check(d)
+    if why_not:
+        return None, why_not
+    *batch, kept, reduced = d.loop_ranges
+    # The accumulator vector must be legal too (SPIR-V: at most 4 elements),
+    # so an f16 input summed in f32 reads 4-element vectors.
+    bits = max(o.bits for o in d.inputs + d.outputs)
+    max_vector = max(1, target.vector_bits // bits)
+    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs):
+        max_vector = min(max_vector, target.bf16_vector_elements)
+    vector = min(max_vector, _pow2_at_least(kept))
+    want = tuning.threads or target.preferred_threads
+    threads_x = min(want, _pow2_at_least(math.ceil(kept / vector)))
+    rows = batch[0] if batch else 1
+    # Narrower workgroups (down to one subgroup) when that gives more of them.
+    while threads_x > target.subgroup_size and math.ceil(kept / (threads_x * vector)) * rows < 4:
+        threads_x //= 2
+    tile = threads_x * vector
+    grid_x = math.ceil(kept / tile)
+    workgroups = grid_x * rows
+    # Fill the workgroup with thread-y rows; with few workgroups also use the
+    # target's larger thread limit, so the reduced dim gets the parallelism
+    # the kept dim cannot give.
+    budget = want if workgroups >= 4 else target.max_threads // 2
+    limit = tuning.split or max(2, budget // threads_x)
+    # The partials of a workgroup must fit its shared memory (f32 slots).
+    cap = min(target.shared_memory_bytes // (4 * tile), target.max_threads // threads_x)
+    # The largest divisor within the wanted split, else the smallest one the
+    # workgroup can hold (an odd length gets 3, 5, ... rows of threads).
+    split = _split(reduced, min(limit, cap)) or _smallest_divisor(reduced, cap)
+    if split is None:
+        return None, f"reduced length {reduced} has no divisor in [2, {cap}] to split it by"
+    for axis, (count, most) in enumerate(zip((grid_x, rows), target.max_workgroup_count)):
+        if count > most:
+            return None, f"grid {'xy'[axis]} would be {count} > {most} workgroups"
+    lead = [0] * len(batch)  # loop dims before the kept one, per op
+    one = [1] * len(batch)
+    params = {
+        "root_init": len(d.inputs),
+        "split": split,
+        "insert_split_dimension": len(batch),
+        "workgroup_tile": one + [0, tile],
+        "workgroup_mapping": (["y"] if batch else []) + ["x"],
+        "thread_count": lead + [split, threads_x, 0],
+        "reduction_step": lead + [0, 0, REDUCTION_STEP],
+        "loop_vector": one + [1, vector, REDUCTION_STEP],
+        "partial_vector": one + [1, vector],
+        "combine_threads": lead + [0, threads_x],
+        "combine_step": lead + [1, 0],
+        "combine_vector": one + [1, vector],
+        "output_threads": lead + [threads_x],
+        "output_vector": one + [vector],
+        "workgroup_dims": [threads_x, split, 1],
+        "subgroup_size": target.subgroup_size,
+        "grid": [grid_x, batch[0] if batch else 1, 1],
+        "exact": kept % tile == 0,
+    }
+    notes = "" if params["exact"] else ", ragged edge masked"
+    return params, f"column reduction {kept} kept x {reduced} reduced{notes}"
+
+
+def describe(p: dict) -> str:
+    wg = p["workgroup_dims"]
+    return (
+        f"tile={p['workgroup_tile']} grid={p['grid']} wg={wg} split={p['split']} "
+        f"vector={p['loop_vector'][-2]}{'' if p['exact'] else ' masked'}"
+    )

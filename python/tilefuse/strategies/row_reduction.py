@@ -1,0 +1,148 @@
+"""Parameters of the row-reduction kernel (transform_scripts/row_reduction.mlir).
+
+Seed: XLA's row-reduction emitter. One workgroup per row; its T threads walk
+the row in chunks of T*V elements, thread t loading the V-vector at t*V of
+every chunk (coalesced 128-bit loads), keeping a V-wide partial in registers.
+The partials are combined by subgroup shuffles, then across subgroups through
+workgroup memory. The combine across subgroups is a single level (IREE's group
+reduction), so at most subgroup_size subgroups: T <= subgroup_size**2.
+
+Heuristics: V is a 128-bit vector of the widest input element; T is the
+number of vectors in a row rounded up to a power of two, at least one
+subgroup (short rows: one subgroup per row) and at most the target's
+preferred thread count and subgroup_size**2. Rows that T*V does not divide get
+a peeled, masked last chunk (never a padded copy).
+"""
+
+import math
+
+from ..dispatches import Dispatch
+from ..targets import Target
+
+# Combining ops whose identity the transform dialect knows (the partial
+# accumulator starts at it), by reduction name.
+COMBINERS = {
+    "arith.addf": "add",
+    "arith.addi": "add",
+    "arith.mulf": "mul",
+    "arith.muli": "mul",
+    "arith.maximumf": "max",
+    "arith.maxnumf": "max",
+    "arith.maxsi": "max",
+    "arith.minimumf": "min",
+    "arith.minnumf": "min",
+    "arith.minsi": "min",
+    "arith.andi": "and",
+    "arith.ori": "or",
+}
+# Shuffles move 32-bit values; narrower accumulators are packed by IREE's
+# group reduction, wider ones (f64, i64) are not supported by it.
+MAX_ACCUMULATOR_BITS = 32
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def _check(d: Dispatch) -> str | None:
+    """Why the row kernel does not apply, or None."""
+    if d.problem:
+        return d.problem
+    if d.root_op != "linalg.generic":
+        return f"root op is {d.root_op}, not linalg.generic"
+    its = d.iterator_types
+    if "reduction" not in its:
+        return "root has no reduction dims"
+    if its.count("reduction") > 1:
+        return f"{its.count('reduction')} reduction dims (IREE did not collapse them)"
+    if its[-1] != "reduction":
+        return "reduced dim is not the innermost loop (a column reduction)"
+    if len(its) == 1:
+        return "rank-1 reduction to a scalar (needs a split reduction across workgroups)"
+    if len(its) - 1 > 3:
+        return f"{len(its) - 1} parallel dims, more than the 3-D grid"
+    if any(s < 0 for s in d.loop_ranges):
+        return "dynamic shapes"
+    if len(d.outputs) != 1:
+        return f"{len(d.outputs)} results (variadic reduce, e.g. argmax, is not supported yet)"
+    reduced = len(its) - 1
+    if any(dim != reduced for dim in d.input_inner_dims):
+        return "an input is not read along the reduced dim (strided rows)"
+    combiner = d.combiners[0] if d.combiners else None
+    if combiner not in COMBINERS:
+        return f"combiner {combiner} has no known identity"
+    if d.outputs[0].bits > MAX_ACCUMULATOR_BITS:
+        return f"{d.outputs[0].element_type} accumulator (shuffles are 32-bit)"
+    others = len(d.ops) - 1
+    fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
+    fills = d.ops.count("linalg.fill")
+    if others > len(fusable) + fills:
+        return f"{others} ops besides the root, only direct producers are fused"
+    return None
+
+
+def _vector(d: Dispatch, target: Target, n: int) -> int:
+    bits = max(o.bits for o in d.inputs) if d.inputs else d.outputs[0].bits
+    vector = max(1, target.vector_bits // bits)
+    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs):
+        vector = min(vector, target.bf16_vector_elements)
+    if target.backend == "spirv":
+        # SPIR-V vectors hold at most 4 elements: an f32 accumulator of an
+        # 8-wide f16 load does not legalize there, so size V by it too.
+        vector = min(vector, max(1, target.vector_bits // d.outputs[0].bits))
+    return min(vector, _pow2_at_most(n))
+
+
+def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+    why_not = _check(d)
+    if why_not:
+        return None, why_not
+    *rows, n = d.loop_ranges
+    parallel = len(rows)
+    sg = target.subgroup_size
+    vector = _vector(d, target, n)
+    max_threads = min(target.preferred_threads, target.max_threads, sg * sg)
+    threads = min(max(_next_pow2(math.ceil(n / vector)), sg), max(sg, max_threads))
+    chunk = threads * vector
+    # Workgroup memory: the T*V accumulator plus one slot per subgroup.
+    acc_bytes = max(4, d.outputs[0].bits // 8)
+    shared = chunk * acc_bytes + (threads // sg) * 4
+    if shared > target.shared_memory_bytes:
+        return None, f"{shared} bytes of workgroup memory > {target.shared_memory_bytes}"
+    # Grid: innermost parallel dim to x, then y, z.
+    grid = list(reversed(rows)) + [1] * (3 - parallel)
+    for axis, (count, limit) in enumerate(zip(grid, target.max_workgroup_count)):
+        if count > limit:
+            return None, f"grid {'xyz'[axis]} would be {count} > {limit} workgroups"
+    ragged = n % chunk != 0
+    params = {
+        "root_inputs": list(range(len(d.inputs))),
+        "root_init": len(d.inputs),
+        "workgroup_tile": [1] * parallel,
+        "workgroup_mapping": ["z", "y", "x"][3 - parallel :],
+        "chunk": [0] * parallel + [chunk],
+        "thread_count": [0] * parallel + [threads],
+        "tail_tile": [0] * parallel + [vector],
+        "vector_sizes": [1] * parallel + [vector],
+        "threads": threads,
+        "vector": vector,
+        "subgroup_size": sg,
+        "grid": grid,
+        "ragged": ragged,
+        "reduction": COMBINERS[d.combiners[0]],
+        "shared_bytes": shared,
+    }
+    notes = f", last chunk of {n % chunk} masked" if ragged else ""
+    kind = params["reduction"]
+    return params, f"{kind}-reduction of rows of {n}, {threads} threads x {vector}-vectors{notes}"
+
+
+def describe(p: dict) -> str:
+    return (
+        f"grid={p['grid']} wg=[{p['threads']}, 1, 1] vector={p['vector']} "
+        f"chunk={p['chunk'][-1]} {p['reduction']}{' ragged' if p['ragged'] else ''}"
+    )

@@ -1,0 +1,357 @@
+"""Each fusion rule on a small StableHLO snippet, checked on the outlined
+module (FileCheck) and on the plan's groups. Planning only: no iree-compile."""
+
+import pytest
+import tilefuse
+from test_ir import filecheck
+from tilefuse.fusion import fuse
+from tilefuse.fusion.dump import outlined_functions
+
+VULKAN = tilefuse.load_target("vulkan")
+
+
+def plan(body: str, args: str, result: str):
+    text = f"func.func @main({args}) -> {result} {{\n{body}\n}}\n"
+    return fuse(text, VULKAN), text
+
+
+def kinds(p):
+    return [(g.kind, g.outlined) for g in p.all_groups()]
+
+
+def test_loop_fuses_elementwise_and_broadcast_both_ways(tmp_path):
+    p, _ = plan(
+        """  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<16xf32>) -> tensor<8x16xf32>
+  %0 = stablehlo.multiply %a, %bb : tensor<8x16xf32>
+  %1 = stablehlo.tanh %0 : tensor<8x16xf32>
+  %2 = stablehlo.convert %1 : (tensor<8x16xf32>) -> tensor<8x16xf16>
+  return %2 : tensor<8x16xf16>""",
+        "%a: tensor<8x16xf32>, %b: tensor<16xf32>",
+        "tensor<8x16xf16>",
+    )
+    assert kinds(p) == [("loop", True)]
+    filecheck(
+        p.text,
+        """
+CHECK: flow.dispatch.region -> (tensor<8x16xf16>) attributes {tilefuse.fusion_kind = "loop", tilefuse.group = "main_loop_convert_3", tilefuse.hero = "stablehlo.convert"}
+CHECK-NEXT: stablehlo.broadcast_in_dim
+CHECK-NEXT: stablehlo.multiply
+CHECK-NEXT: stablehlo.tanh
+CHECK-NEXT: stablehlo.convert
+CHECK-NEXT: flow.return
+CHECK-NOT: flow.dispatch.region
+""",
+        tmp_path,
+    )
+
+
+RMS = """  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %sq = stablehlo.multiply %x, %x : tensor<4xNxf32>
+  %ss = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<4xNxf32>, tensor<f32>) -> tensor<4xf32>
+  %r = stablehlo.rsqrt %ss : tensor<4xf32>
+  %rb = stablehlo.broadcast_in_dim %r, dims = [0] : (tensor<4xf32>) -> tensor<4xNxf32>
+  %y = stablehlo.multiply %x, %rb : tensor<4xNxf32>
+  return %y : tensor<4xNxf32>"""
+
+
+def test_reduction_takes_producers_and_broadcast_consumers(tmp_path):
+    p, _ = plan(RMS.replace("N", "64"), "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
+    assert kinds(p) == [("softmax-like", True)]
+    # The splat init value is cloned into the region.
+    filecheck(
+        p.text,
+        """
+CHECK-NOT: stablehlo.constant
+CHECK: flow.dispatch.region {{.*}}tilefuse.fusion_kind = "softmax-like"
+CHECK-NEXT: stablehlo.constant dense<0.000000e+00>
+CHECK-NEXT: stablehlo.multiply
+CHECK-NEXT: stablehlo.reduce
+CHECK: stablehlo.rsqrt
+CHECK-NEXT: stablehlo.broadcast_in_dim
+CHECK-NEXT: stablehlo.multiply
+CHECK-NEXT: flow.return
+""",
+        tmp_path,
+    )
+
+
+def test_row_that_does_not_fit_shared_memory_is_cut():
+    # 10000 f32 = 40000 bytes > lavapipe's 32 KiB: no softmax-like group.
+    p, _ = plan(RMS.replace("N", "10000"), "%x: tensor<4x10000xf32>", "tensor<4x10000xf32>")
+    assert ("softmax-like", True) not in kinds(p)
+    assert ("row-reduction", True) in kinds(p)
+    assert any("does not fit" in line for line in p.log)
+
+
+SOFTMAX = """  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<4x64xf32>, tensor<f32>) -> tensor<4xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<4xf32>) -> tensor<4x64xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<4x64xf32>
+  %e = stablehlo.exponential %d : tensor<4x64xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<4x64xf32>, tensor<f32>) -> tensor<4xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<4xf32>) -> tensor<4x64xf32>
+  %y = stablehlo.divide %e, %sb : tensor<4x64xf32>
+  return %y : tensor<4x64xf32>"""
+
+
+def test_softmax_is_one_group_left_to_iree_until_a_kernel_exists(tmp_path):
+    p, text = plan(SOFTMAX, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
+    (group,) = p.all_groups()
+    assert group.kind == "softmax-like" and len(group.members) == 7
+    # No tilefuse strategy keeps the row on chip yet: no region, and the
+    # plan says why (IREE raises it to linalg.softmax itself).
+    assert not group.outlined and "chained reductions" in group.why_not_outlined
+    assert "flow.dispatch.region" not in p.text
+    filecheck(
+        outlined_functions(text, VULKAN),
+        """
+CHECK: func.func @main
+CHECK-NEXT: call @main_softmax_like_reduce_2(%arg0)
+CHECK: func.func private @main_softmax_like_reduce_2
+CHECK-SAME: tilefuse.fusion_kind = "softmax-like", tilefuse.hero = "stablehlo.reduce", tilefuse.left_to_iree
+CHECK: stablehlo.reduce
+CHECK: stablehlo.exponential
+CHECK: stablehlo.reduce
+CHECK: stablehlo.divide
+CHECK-NEXT: return
+""",
+        tmp_path,
+    )
+
+
+def test_sibling_reductions_share_a_multi_output_group(tmp_path):
+    p, _ = plan(
+        """  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<8x32xf32>, tensor<f32>) -> tensor<8xf32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<8x32xf32>, tensor<f32>) -> tensor<8xf32>
+  return %s, %m : tensor<8xf32>, tensor<8xf32>""",
+        "%x: tensor<8x32xf32>",
+        "(tensor<8xf32>, tensor<8xf32>)",
+    )
+    assert kinds(p) == [("row-reduction", True)]
+    filecheck(
+        p.text,
+        """
+CHECK: %[[R:.*]]:2 = flow.dispatch.region -> (tensor<8xf32>, tensor<8xf32>) {{.*}}"row-reduction"
+CHECK: stablehlo.reduce
+CHECK: stablehlo.reduce
+CHECK: flow.return
+CHECK: return %[[R]]#0, %[[R]]#1
+""",
+        tmp_path,
+    )
+
+
+def test_column_reduction_kind():
+    p, _ = plan(
+        """  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %c = stablehlo.convert %x : (tensor<64x50xf16>) -> tensor<64x50xf32>
+  %s = stablehlo.reduce(%c init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<64x50xf32>, tensor<f32>) -> tensor<50xf32>
+  return %s : tensor<50xf32>""",
+        "%x: tensor<64x50xf16>",
+        "tensor<50xf32>",
+    )
+    assert kinds(p) == [("column-reduction", True)]
+    assert [p.graphs[0].nodes[i].short for i in p.all_groups()[0].members] == ["convert", "reduce"]
+
+
+MATMUL = """  %d = stablehlo.dot_general %a, %b, contracting_dims = [1] x [DIM] : (tensor<16x32xf32>, tensor<BSHAPExf32>) -> tensor<16x64xf32>
+  %bb = stablehlo.broadcast_in_dim %bias, dims = [1] : (tensor<64xf32>) -> tensor<16x64xf32>
+  %0 = stablehlo.add %d, %bb : tensor<16x64xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<16x64xf32>
+  %1 = stablehlo.maximum %0, %zero : tensor<16x64xf32>
+  return %1 : tensor<16x64xf32>"""
+
+
+def test_matmul_takes_its_epilogue(tmp_path):
+    body = MATMUL.replace("DIM", "0").replace("BSHAPE", "32x64")
+    p, _ = plan(
+        body,
+        "%a: tensor<16x32xf32>, %b: tensor<32x64xf32>, %bias: tensor<64xf32>",
+        "tensor<16x64xf32>",
+    )
+    assert kinds(p) == [("matmul", True)]
+    filecheck(
+        p.text,
+        """
+CHECK: flow.dispatch.region {{.*}}tilefuse.fusion_kind = "matmul", tilefuse.group = "main_matmul_dot_general_0"
+CHECK-NEXT: stablehlo.constant
+CHECK-NEXT: = stablehlo.dot_general
+CHECK-NEXT: stablehlo.broadcast_in_dim
+CHECK-NEXT: stablehlo.add
+CHECK-NEXT: stablehlo.maximum
+CHECK-NEXT: flow.return
+""",
+        tmp_path,
+    )
+    # A dot_general that needs an operand transpose is planned but left to IREE.
+    body = MATMUL.replace("DIM", "1").replace("BSHAPE", "64x32")
+    p, _ = plan(
+        body,
+        "%a: tensor<16x32xf32>, %b: tensor<64x32xf32>, %bias: tensor<64xf32>",
+        "tensor<16x64xf32>",
+    )
+    assert kinds(p) == [("matmul", False)]
+
+
+def test_transpose_of_the_innermost_dim_is_a_hero():
+    p, _ = plan(
+        """  %t = stablehlo.transpose %x, dims = [1, 0] : (tensor<32x48xf32>) -> tensor<48x32xf32>
+  %e = stablehlo.exponential %t : tensor<48x32xf32>
+  %t2 = stablehlo.transpose %e, dims = [1, 0] : (tensor<48x32xf32>) -> tensor<32x48xf32>
+  return %t2 : tensor<32x48xf32>""",
+        "%x: tensor<32x48xf32>",
+        "tensor<32x48xf32>",
+    )
+    # Two innermost-moving transposes are two heroes: never one group.
+    assert kinds(p) == [("transpose", True), ("transpose", True)]
+    p, _ = plan(
+        """  %t = stablehlo.transpose %x, dims = [1, 0, 2] : (tensor<4x8x16xf32>) -> tensor<8x4x16xf32>
+  %e = stablehlo.exponential %t : tensor<8x4x16xf32>
+  return %e : tensor<8x4x16xf32>""",
+        "%x: tensor<4x8x16xf32>",
+        "tensor<8x4x16xf32>",
+    )
+    assert kinds(p) == [("loop", True)]  # the innermost dim stays: a plain loop
+
+
+DIAMOND = """  %l = stablehlo.log %x : tensor<20x160x160xf32>
+  PRODUCER
+  %t = stablehlo.transpose %p, dims = [0, 2, 1] : (tensor<20x160x160xf32>) -> tensor<20x160x160xf32>
+  %y = stablehlo.add %p, %t : tensor<20x160x160xf32>
+  return %y : tensor<20x160x160xf32>"""
+
+
+def test_diamond_recomputes_a_cheap_producer_and_says_so(tmp_path):
+    body = DIAMOND.replace("PRODUCER", "%p = stablehlo.abs %l : tensor<20x160x160xf32>")
+    body = body.replace("%l = stablehlo.log %x", "%l = stablehlo.negate %x")
+    p, _ = plan(body, "%x: tensor<20x160x160xf32>", "tensor<20x160x160xf32>")
+    assert kinds(p) == [("transpose", True)]
+    assert any("recomputed for 2 indexings" in line for line in p.log)
+
+
+def test_diamond_cuts_an_expensive_producer(tmp_path):
+    # exp(log(x)) read directly and transposed: recomputing the cone costs
+    # 8 > 4, so it is cut (seed 000: never silently duplicated). exp alone
+    # (cost 4) is recomputed in the transpose group; log is computed once.
+    body = DIAMOND.replace("PRODUCER", "%p = stablehlo.exponential %l : tensor<20x160x160xf32>")
+    p, _ = plan(body, "%x: tensor<20x160x160xf32>", "tensor<20x160x160xf32>")
+    assert kinds(p) == [("loop", True), ("transpose", True)]
+    assert any("2 indexings" in line and "cost 8 > 4" in line for line in p.log)
+    assert any("exponential (op 1) recomputed for 2 indexings" in line for line in p.log)
+    assert p.text.count("= stablehlo.log ") == 1
+    filecheck(
+        p.text,
+        """
+CHECK: %[[L:.*]] = flow.dispatch.region {{.*}}"loop"
+CHECK-NEXT: stablehlo.log
+CHECK-NEXT: flow.return
+CHECK: flow.dispatch.region {{.*}}"transpose"
+CHECK-NEXT: %[[E:.*]] = stablehlo.exponential %[[L]]
+CHECK-NEXT: %[[T:.*]] = stablehlo.transpose %[[E]]
+CHECK-NEXT: stablehlo.add %[[E]], %[[T]]
+CHECK-NEXT: flow.return
+""",
+        tmp_path,
+    )
+
+
+def test_no_cycle_through_an_op_outside_the_groups(tmp_path):
+    # exp -> custom_call -> add and exp -> add: fusing exp with add would make
+    # the pair depend on the custom call, which depends on it.
+    p, _ = plan(
+        """  %e = stablehlo.exponential %x : tensor<64xf32>
+  %c = stablehlo.custom_call @ext(%e) : (tensor<64xf32>) -> tensor<64xf32>
+  %y = stablehlo.add %e, %c : tensor<64xf32>
+  return %y : tensor<64xf32>""",
+        "%x: tensor<64xf32>",
+        "tensor<64xf32>",
+    )
+    assert kinds(p) == [("loop", True), ("loop", True)]
+    assert any("cycle" in line for line in p.log)
+    filecheck(
+        p.text,
+        """
+CHECK: %[[E:.*]] = flow.dispatch.region
+CHECK-NEXT: stablehlo.exponential
+CHECK: %[[C:.*]] = stablehlo.custom_call @ext(%[[E]])
+CHECK: flow.dispatch.region
+CHECK-NEXT: stablehlo.add %[[E]], %[[C]]
+""",
+        tmp_path,
+    )
+
+
+def test_unknown_ops_and_calls_are_boundaries_not_failures(tmp_path):
+    text = """func.func private @helper(%a: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = stablehlo.abs %a : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = stablehlo.negate %x : tensor<8xf32>
+  %1 = func.call @helper(%0) : (tensor<8xf32>) -> tensor<8xf32>
+  %2 = "other.op"(%1) : (tensor<8xf32>) -> tensor<8xf32>
+  %3 = stablehlo.exponential %2 : tensor<8xf32>
+  return %3 : tensor<8xf32>
+}
+"""
+    p = fuse(text, VULKAN)
+    assert [g.kind for g in p.groups["main"]] == ["loop", "loop"]
+    assert "helper" not in p.groups and any("helper: called" in line for line in p.log)
+    filecheck(
+        p.text,
+        """
+CHECK: func.func private @helper
+CHECK-NOT: flow.dispatch.region
+CHECK: stablehlo.abs
+CHECK: func.func @main
+CHECK: flow.dispatch.region
+CHECK-NEXT: stablehlo.negate
+CHECK: call @helper
+CHECK-NEXT: "other.op"
+CHECK-NEXT: flow.dispatch.region
+CHECK-NEXT: stablehlo.exponential
+""",
+        tmp_path,
+    )
+
+
+def test_bindings_limit_cuts_a_wide_group():
+    # 20 inputs summed: one loop group would bind 21 buffers > 16 on Vulkan.
+    args = ", ".join(f"%a{i}: tensor<64xf32>" for i in range(20))
+    lines = ["  %s0 = stablehlo.add %a0, %a1 : tensor<64xf32>"]
+    for i in range(2, 20):
+        lines.append(f"  %s{i - 1} = stablehlo.add %s{i - 2}, %a{i} : tensor<64xf32>")
+    lines.append("  return %s18 : tensor<64xf32>")
+    p, _ = plan("\n".join(lines), args, "tensor<64xf32>")
+    assert len(p.all_groups()) == 2
+    assert any("bindings > 16" in line for line in p.log)
+
+
+def test_names_are_deterministic_and_local():
+    body = RMS.replace("N", "64")
+    a, _ = plan(body, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
+    b, _ = plan(body, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
+    assert [g.name for g in a.all_groups()] == [g.name for g in b.all_groups()]
+    # Another function in the module does not shift this function's names.
+    text = (
+        "func.func @other(%y: tensor<3xf32>) -> tensor<3xf32> {\n"
+        "  %0 = stablehlo.negate %y : tensor<3xf32>\n  return %0 : tensor<3xf32>\n}\n"
+        f"func.func @main(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {{\n{body}\n}}\n"
+    )
+    c = fuse(text, VULKAN)
+    assert [g.name for g in c.groups["main"]] == [g.name for g in a.all_groups()]
+
+
+@pytest.mark.parametrize("kind", ["softmax", "layernorm"])
+def test_plan_is_stable_against_op_order(kind):
+    # Group membership does not depend on where independent ops are written.
+    p, _ = plan(SOFTMAX, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
+    swapped = SOFTMAX.replace(
+        "  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>\n  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
+        "  %zero = stablehlo.constant dense<0.0> : tensor<f32>\n  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>",
+    )
+    q, _ = plan(swapped, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
+    assert [len(g.members) for g in p.all_groups()] == [len(g.members) for g in q.all_groups()]

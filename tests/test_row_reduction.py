@@ -1,0 +1,172 @@
+"""The row-reduction strategy against numpy on Vulkan (lavapipe), its IR, and CUDA.
+
+Every numerics case asserts that the dispatch ran `row_reduction` (not IREE's
+default codegen). Error is measured against a float64 numpy reduction of the
+same (rounded) inputs, relative to max(1, largest |reference|). f16/bf16
+inputs accumulate in f32 as the programs say (convert then reduce), so all
+cases share one f32 bound: 1e-6 + 2e-7 * sqrt(n) for a row of n (f32
+rounding of a reordered n-term sum or product grows like sqrt(n) * 6e-8;
+1e-5 at n = 2000, 5e-5 at n = 70000). Products are of numbers near 1 so they
+stay in range; max/min are exact.
+"""
+
+import math
+import shutil
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tilefuse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_ir import filecheck
+
+NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+STABLEHLO = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}
+INIT = {"add": "0.0", "max": "0xFF800000", "min": "0x7F800000", "mul": "1.0"}
+REFERENCE = {"add": np.sum, "max": np.max, "min": np.min, "mul": np.prod}
+
+
+def tensor(shape, dtype):
+    return f"tensor<{''.join(f'{s}x' for s in shape)}{dtype}>"
+
+
+def row_reduce(shape, dtype, op, reduced=1):
+    """StableHLO: reduce the innermost `reduced` dims of x with `op`.
+
+    Narrow floats are converted to f32 first, so the sum accumulates in f32.
+    """
+    out = shape[: len(shape) - reduced]
+    dims = list(range(len(shape) - reduced, len(shape)))
+    x32 = tensor(shape, "f32")
+    lines = [f"func.func @main(%x: {tensor(shape, dtype)}) -> {tensor(out, 'f32')} {{"]
+    src = "%x"
+    if dtype != "f32":
+        lines.append(f"  %c = stablehlo.convert %x : ({tensor(shape, dtype)}) -> {x32}")
+        src = "%c"
+    lines += [
+        f"  %i = stablehlo.constant dense<{INIT[op]}> : tensor<f32>",
+        (
+            f"  %r = stablehlo.reduce({src} init: %i) applies stablehlo.{STABLEHLO[op]} "
+            f"across dimensions = {dims} : ({x32}, tensor<f32>) -> {tensor(out, 'f32')}"
+        ),
+        f"  return %r : {tensor(out, 'f32')}",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def inputs(shape, dtype, op, seed=0):
+    rng = np.random.default_rng(seed)
+    if op == "mul":  # near 1, so long products neither vanish nor overflow
+        x = rng.uniform(0.999, 1.001, shape)
+    else:
+        x = rng.standard_normal(shape)
+    return x.astype(NUMPY[dtype])
+
+
+def check_case(shape, dtype, op, reduced=1):
+    module = tilefuse.compile(row_reduce(shape, dtype, op, reduced), target="vulkan")
+    assert [(r.strategy, r.status) for r in module.reports] == [("row_reduction", "applied")], [
+        r.line() for r in module.reports
+    ]
+    x = inputs(shape, dtype, op)
+    axes = tuple(range(len(shape) - reduced, len(shape)))
+    ref = REFERENCE[op](x.astype(np.float64), axis=axes)
+    out = module.main(x)
+    assert out.shape == ref.shape
+    err = np.max(np.abs(out - ref)) / max(1.0, np.max(np.abs(ref)))
+    n = math.prod(shape[len(shape) - reduced :])
+    assert err <= 1e-6 + 2e-7 * math.sqrt(n), f"relative error {err} on {shape} {dtype} {op}"
+    return err
+
+
+# Rows of 1 to 70000 (odd, prime, the 50257 vocabulary, one under and over
+# a chunk), rows 1 to 4096, ranks 2-4.
+CASES = [
+    ((4096, 1000), "f32", "add"),
+    ((256, 1024), "f32", "add"),
+    ((1, 70000), "f32", "add"),
+    ((3, 50257), "f32", "max"),
+    ((7, 1), "f32", "add"),
+    ((33, 7), "f32", "min"),
+    ((5, 255), "f32", "mul"),
+    ((6, 257), "f16", "add"),
+    ((9, 1000), "bf16", "max"),
+    ((4, 6, 33), "f32", "add"),
+    ((2, 3, 5, 129), "f16", "min"),
+]
+
+
+@pytest.mark.parametrize("shape,dtype,op", CASES, ids=[f"{s}-{t}-{o}" for s, t, o in CASES])
+def test_row_reduction_vulkan(shape, dtype, op):
+    check_case(shape, dtype, op)
+
+
+@settings(
+    max_examples=6,
+    derandomize=True,
+    deadline=None,
+    database=None,  # no .hypothesis directory in the checkout
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    rows=st.integers(1, 4096),
+    n=st.one_of(st.integers(1, 2048), st.integers(2049, 70000)),
+    dtype=st.sampled_from(["f32", "f16", "bf16"]),
+    op=st.sampled_from(sorted(STABLEHLO)),
+)
+def test_row_reduction_hypothesis(rows, n, dtype, op):
+    # Keep each case to at most ~4M elements: the suite runs on a CPU.
+    rows = max(1, min(rows, (1 << 22) // n))
+    check_case((rows, n), dtype, op)
+
+
+def test_ir_shuffles_workgroup_memory_no_padded_copy(tmp_path):
+    """A ragged row (1000 = 3 chunks of 256 + 232): the kernel reads the input
+    in place with 4-wide vectors, accumulates in registers, reduces by
+    subgroup shuffles and workgroup memory, and allocates nothing but
+    workgroup memory (no padded copy of the input)."""
+    dump = tmp_path / "dump"
+    result = tilefuse.compile_program(row_reduce((64, 1000), "f32", "add"), "vulkan", dump_dir=dump)
+    assert "ragged" in result.reports[0].params
+    (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: workgroup_size = [64, 1, 1] subgroup_size = 8
+CHECK-NOT: memref.alloc() {{.*}}memref<{{.*}}x1000xf32
+CHECK: memref.alloc() {{.*}} : memref<1x256xf32, #gpu.address_space<workgroup>>
+CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<4xf32>)
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK: arith.addf {{.*}} : vector<4xf32>
+CHECK: scf.if
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK: vector.reduction <add>
+CHECK: gpu.shuffle xor
+CHECK: memref.alloc() : memref<8xf32, #gpu.address_space<workgroup>>
+CHECK: gpu.barrier
+CHECK: gpu.shuffle xor
+CHECK-NOT: gpu.warp_execute_on_lane_0
+CHECK: return
+""",
+        tmp_path,
+    )
+    # Every allocation of the kernel is in workgroup memory.
+    allocs = [line for line in kernel.splitlines() if "memref.alloc" in line]
+    assert allocs and all("#gpu.address_space<workgroup>" in line for line in allocs)
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
+@pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("cuda-sm90", "sm_90")])
+def test_cuda_assembles_without_spills(target, arch, tmp_path):
+    result = tilefuse.compile_program(
+        row_reduce((128, 50257), "f16", "add"), target, dump_dir=tmp_path
+    )
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("row_reduction", "applied")
+    ptx = list((tmp_path / "binaries").glob("*.ptx"))
+    assert ptx and f".target {arch}" in ptx[0].read_text()
+    assert "shfl.sync.bfly" in ptx[0].read_text()
+    assert report.registers and report.spill_bytes == 0
