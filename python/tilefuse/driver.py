@@ -121,6 +121,10 @@ def phase2_executable(
     ]
     if use_library:
         args.append(f"--iree-codegen-transform-dialect-library={library}@kernel_config")
+        # Each strategy prints its finished kernel and verify.py reads the
+        # printouts; kernels compiled on several threads interleave their
+        # text, so compile them one after another.
+        args.append("--mlir-disable-threading")
     if target.backend == "cuda":
         args.append(f"--iree-hal-dump-executable-binaries-to={binaries}")
     run = iree_compile(args, "phase 2 (executable sources to GPU code)")
