@@ -19,6 +19,7 @@ import pytest
 import tilefuse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from iree.compiler import ir
 from test_ir import filecheck
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
@@ -95,6 +96,11 @@ CASES = [
     ((9, 1000), "bf16", "max"),
     ((4, 6, 33), "f32", "add"),
     ((2, 3, 5, 129), "f16", "min"),
+    # T*V divides the row (no tail), with the convert fused into the chunk
+    # loop; a rank-3 one; a row just over one chunk.
+    ((8, 2048), "f16", "add"),
+    ((3, 4, 256), "bf16", "max"),
+    ((5, 33), "f32", "mul"),
 ]
 
 
@@ -122,40 +128,105 @@ def test_row_reduction_hypothesis(rows, n, dtype, op):
     check_case((rows, n), dtype, op)
 
 
-def test_ir_shuffles_workgroup_memory_no_padded_copy(tmp_path):
-    """A ragged row (1000 = 3 chunks of 256 + 232): the kernel reads the input
-    in place with 4-wide vectors, accumulates in registers, reduces by
-    subgroup shuffles and workgroup memory, and allocates nothing but
-    workgroup memory (no padded copy of the input)."""
+def kernel_of(shape, tmp_path):
+    """The finished kernel (printed by the strategy) and the dispatch's report."""
     dump = tmp_path / "dump"
-    result = tilefuse.compile_program(row_reduce((64, 1000), "f32", "add"), "vulkan", dump_dir=dump)
-    assert "ragged" in result.reports[0].params
+    result = tilefuse.compile_program(row_reduce(shape, "f32", "add"), "vulkan", dump_dir=dump)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("row_reduction", "applied"), report.line()
     (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
+    return kernel, report
+
+
+def barriers_in_loops(kernel: str) -> int:
+    """gpu.barrier ops with an scf.for among their ancestors."""
+    ctx = ir.Context()
+    func = ir.Module.parse(kernel, ctx).body.operations[0].operation
+
+    def count(op, in_loop):
+        found = int(in_loop and op.name == "gpu.barrier")
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    found += count(inner.operation, in_loop or op.name == "scf.for")
+        return found
+
+    return count(func, False)
+
+
+def only_workgroup_allocations(kernel: str) -> bool:
+    allocs = [line for line in kernel.splitlines() if "memref.alloc" in line]
+    return bool(allocs) and all("#gpu.address_space<workgroup>" in line for line in allocs)
+
+
+def test_ir_ragged_row(tmp_path):
+    """Rows of 1000 on lavapipe: one 8-lane subgroup, 31 chunks of 8 x 4 and a
+    tail of 8. Each thread loops over the chunks reading 4-wide vectors of the
+    input in place, accumulating in registers, with no barrier in the loop;
+    the tail goes into a second accumulator; then subgroup shuffles. Nothing
+    is allocated but workgroup memory (no padded copy of the input)."""
+    kernel, report = kernel_of((64, 1000), tmp_path)
+    assert "ragged" in report.params and "31 chunks of 32, tail of 8" in report.reason
     filecheck(
         kernel,
         """
 CHECK: func.func @main_dispatch_0
-CHECK-SAME: workgroup_size = [64, 1, 1] subgroup_size = 8
+CHECK-SAME: workgroup_size = [8, 1, 1] subgroup_size = 8
 CHECK-NOT: memref.alloc() {{.*}}memref<{{.*}}x1000xf32
-CHECK: memref.alloc() {{.*}} : memref<1x256xf32, #gpu.address_space<workgroup>>
+CHECK: memref.alloc() {{.*}} : memref<1x32xf32, #gpu.address_space<workgroup>>
 CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<4xf32>)
+CHECK-NOT: gpu.barrier
 CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
-CHECK: arith.addf {{.*}} : vector<4xf32>
+CHECK-NEXT: arith.addf {{.*}} : vector<4xf32>
+CHECK-NEXT: scf.yield
 CHECK: scf.if
 CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
-CHECK: vector.reduction <add>
-CHECK: gpu.shuffle xor
-CHECK: memref.alloc() : memref<8xf32, #gpu.address_space<workgroup>>
 CHECK: gpu.barrier
+CHECK: vector.reduction <add>
 CHECK: gpu.shuffle xor
 CHECK-NOT: gpu.warp_execute_on_lane_0
 CHECK: return
 """,
         tmp_path,
     )
-    # Every allocation of the kernel is in workgroup memory.
-    allocs = [line for line in kernel.splitlines() if "memref.alloc" in line]
-    assert allocs and all("#gpu.address_space<workgroup>" in line for line in allocs)
+    assert barriers_in_loops(kernel) == 0
+    assert only_workgroup_allocations(kernel)
+
+
+def test_ir_divisible_row_two_subgroups(tmp_path):
+    """Rows of 4096: 16 threads (two subgroups), 64 chunks of 16 x 4 and no
+    tail. The subgroups combine through workgroup memory after a barrier;
+    still no barrier in the chunk loop and no tail."""
+    kernel, report = kernel_of((32, 4096), tmp_path)
+    assert "ragged" not in report.params and "64 chunks of 64" in report.reason
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: workgroup_size = [16, 1, 1] subgroup_size = 8
+CHECK: memref.alloc() {{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>
+CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<4xf32>)
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK: gpu.barrier
+CHECK: gpu.shuffle xor
+CHECK: memref.alloc() : memref<2xf32, #gpu.address_space<workgroup>>
+CHECK: gpu.barrier
+CHECK: gpu.shuffle xor
+CHECK: return
+""",
+        tmp_path,
+    )
+    assert kernel.count("scf.for") == 1 and barriers_in_loops(kernel) == 0
+    # The chunk loop's read is the only read of the input: no tail.
+    assert kernel.count("#hal.descriptor_type<storage_buffer>>, vector<4xf32>") == 1
+    assert only_workgroup_allocations(kernel)
+
+
+def test_short_rows_are_all_tail(tmp_path):
+    """Rows shorter than one subgroup's chunk have no chunk loop at all."""
+    kernel, report = kernel_of((16, 5), tmp_path)
+    assert "no full chunk" in report.reason
+    assert "scf.for" not in kernel and "gpu.shuffle" in kernel
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")

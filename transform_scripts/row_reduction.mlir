@@ -4,34 +4,46 @@
 // Applies to a dispatch whose root linalg.generic reduces its innermost
 // dimension (a row), with elementwise producers (converts, exp, ...) fused in.
 // One workgroup reduces one row (the parallel dims go to the grid). Its T
-// threads walk the row in chunks of T*V elements: in every chunk thread t
-// loads the V-element vector at t*V, so a subgroup reads one contiguous run of
-// memory (coalesced, 128-bit loads) and each thread keeps a V-wide running
-// partial in registers. At the end every thread folds its vector to a scalar,
-// a subgroup combines its lanes with `gpu.shuffle xor`, lane 0 of every
+// threads read the row as C chunks of T*V elements: thread t owns the V
+// columns at t*V of every chunk, so a subgroup reads one contiguous run of
+// memory per chunk (coalesced, 128-bit loads), and keeps a V-wide running
+// partial in registers while it walks the chunks. The loop over chunks sits
+// INSIDE the thread's code: nothing is shared while it runs, so the kernel has
+// no barrier in any loop. After the loop each thread writes its V partials to
+// workgroup memory; then every thread folds its vector to a scalar, a
+// subgroup combines its lanes with `gpu.shuffle xor`, lane 0 of every
 // subgroup writes its value to workgroup memory, and after a barrier one
 // subgroup shuffles those values into the row's result.
 //
-// Rows that are not a multiple of T*V: the last, partial chunk is peeled off
-// the loop and handled by ceil(rest / V) threads, the last of which reads a
-// masked vector. No padded copy of the input is ever made.
+// Rows that T*V does not divide ("ragged"): the first C*T*V elements go as
+// above and the r < T*V left over (the tail) into a second T*V accumulator,
+// thread t taking the V elements at t*V of the tail (ceil(r / V) threads, the
+// last one's vector masked). The combine reduces both accumulators in the
+// same guarded region. No padded copy of the input is ever made.
 //
-// The values below are the defaults for a 2-D root [rows, N] on lavapipe
-// (subgroup 8). The tilefuse driver clones this sequence per dispatch and sets
-// every attribute that carries a `tilefuse.param` tag from
+// The values below are the defaults for a 2-D root [rows, 1000] on lavapipe
+// (subgroup 8, T = 8, V = 4). The tilefuse driver clones this sequence per
+// dispatch and sets every attribute that carries a `tilefuse.param` tag from
 // python/tilefuse/strategies/row_reduction.py. The parameters:
 //   root_inputs        positions of the root's inputs (its producers are fused)
 //   root_init          position of the root's init operand (the fill of the result)
 //   workgroup_tile     one row per workgroup: 1 for every parallel dim
-//   chunk              T*V: the elements a workgroup reads per loop iteration
-//   thread_count       T threads along the chunk (V elements each)
+//   full_length        C*T*V: where the tail starts (the row length if T*V divides it)
+//   chunk              T*V: the elements of one chunk
+//   chunk_threads      T threads along a chunk's T*V columns
+//   chunk_step         one chunk per loop iteration (reduction dim C tiled by 1)
+//   tail_tile          V: one vector per thread in the tail
+//   thread_count       T threads, for the tail accumulator's fill
 //   vector_sizes       the V-wide vector of a thread (1 for parallel dims)
-//   tail_tile          V: the peeled last chunk, one vector per thread
-// Ops marked `tilefuse.ragged_tail` handle the peeled last chunk; the driver
-// deletes them when T*V divides the row (there is nothing to peel then).
 //   warp_size          T: the combine is distributed over all T threads
 //   workgroup_dims     workgroup size [T, 1, 1] and the target's subgroup size
 //   translation_info   the final pipeline annotation
+// Ops marked `tilefuse.ragged_tail` handle the tail; the driver deletes them
+// when T*V divides the row. Ops marked `tilefuse.full_chunks` handle the
+// chunks; the driver deletes them when the row is shorter than one chunk (a
+// row shorter than a subgroup's T*V), and then feeds the whole row to the
+// tail steps. Ops marked `tilefuse.divisible` are the no-tail variant of a
+// step that also has a `tilefuse.ragged_tail` variant; the driver keeps one.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tilefuse_row_reduction(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root (the op whose result the dispatch stores), the
@@ -53,90 +65,123 @@ module attributes {transform.with_named_sequence} {
 
     // Step 2. One row per workgroup: tile the parallel dims by 1 onto the
     // grid and pull the producers and the result's fill into the tile, so the
-    // workgroup computes them only for its own row.
+    // workgroup computes them only for its own row. The row's producers are
+    // tagged: steps 4 and 5 move them further in, next to the reads.
     %wg_root, %grid = transform.structured.tile_using_forall %root
         tile_sizes [1] (mapping = [#gpu.block<x>]) {tilefuse.param = "workgroup_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.structured.fuse_into_containing_op %producers into %grid
+    // Only computing producers (linalg ops) move: a dispatch.tensor.load is
+    // a view, read where it is sliced.
+    %computed = transform.structured.match interface{LinalgOp} in %producers
+      : (!transform.any_op) -> !transform.any_op
+    %row_producers, %grid_1 = transform.structured.fuse_into_containing_op %computed into %grid
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.structured.fuse_into_containing_op %init into %grid
+    transform.structured.fuse_into_containing_op %init into %grid_1
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid
+    transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid_1
       : (!transform.any_op) -> ()
-
-    // Step 3. Split the row into chunks of T*V. This gives
-    //   %partial_fill  a T*V-wide accumulator set to the reduction's identity,
-    //   %partial       a loop over the chunks adding each chunk into the
-    //                  accumulator elementwise (no reduction left in it),
-    //   %combine       the reduction of the accumulator to the row's result.
-    // The producers go into the loop so every chunk is computed where it is
-    // read. The partial op is tagged so it can be found again after peeling.
-    %wg_operands = transform.get_operand %wg_root[0] {tilefuse.param = "root_inputs"}
-      : (!transform.any_op) -> !transform.any_value
-    %wg_producers = transform.get_defining_op %wg_operands
-      : (!transform.any_value) -> !transform.any_op
+    %row_tag = transform.param.constant "row" -> !transform.any_param
+    transform.annotate %row_producers "tilefuse.producer" = %row_tag
+      : !transform.any_op, !transform.any_param
     %wg_init = transform.get_producer_of_operand %wg_root[1] {tilefuse.param = "root_init"}
       : (!transform.any_op) -> !transform.any_op
-    %partial_fill, %partial, %combine, %chunks = transform.structured.tile_reduction_using_for %wg_root
-        by tile_sizes = [0, 256] {tilefuse.param = "chunk"}
+
+    // Step 3. Split the row into its full chunks [0, C*T*V) and the tail
+    // [C*T*V, N). The tail's reduction starts from the chunks' result. When
+    // T*V divides the row the split point is N and there is no tail.
+    %parts = "transform.structured.split"(%wg_root) <{dimension = 1 : i64, static_chunk_sizes = 992 : i64}>
+        {tilefuse.param = "full_length"} : (!transform.any_op) -> !transform.any_op
+    %wg_main, %wg_tail = "transform.split_handle"(%parts) <{fail_on_payload_too_small = false}>
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.apply_patterns to %func {
+      transform.apply_patterns.linalg.tiling_canonicalization
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+
+    // Step 4. The full chunks. Split the reduction: view the row as
+    // [C, T*V] (an expand_shape of the input, no copy), giving
+    //   %partial_fill  a T*V-wide accumulator set to the reduction's identity,
+    //   %chunked       the reduction over C into the accumulator (parallel
+    //                  over its T*V columns),
+    //   %combine       the reduction of the accumulator to the row's result.
+    // Thread t takes the V columns at t*V (num_threads keeps exactly T
+    // threads) and, inside its own code, loops over the C chunks one at a
+    // time. The accumulator's fill goes into the thread forall too, so each
+    // thread initializes only its own slice (a thread zeroing the whole
+    // buffer races with the others). The producers move into the chunk loop
+    // (after the expand_shape is bubbled above the thread's slice), so each
+    // thread loads and converts only its own vector of each chunk.
+    %alloc, %partial_fill, %chunked, %combine = transform.structured.split_reduction %wg_main
+        <{inner_parallel, insert_split_dimension = 1 : i64, split_factor = 32 : i64}>
+        {tilefuse.param = "chunk", tilefuse.full_chunks}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
-    transform.structured.fuse_into_containing_op %wg_producers into %chunks
+    %thread_chunked, %chunk_forall = transform.structured.tile_using_forall %chunked
+        num_threads [0, 0, 8] (mapping = [#gpu.thread<x>]) {tilefuse.param = "chunk_threads", tilefuse.full_chunks}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.structured.fuse_into_containing_op %partial_fill into %chunk_forall {tilefuse.full_chunks}
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.annotate %partial "tilefuse.partial" : !transform.any_op
-
-    // Step 4 (ragged rows only). Peel the last, partial chunk off the loop:
-    // the main loop then only sees full chunks (static sizes, full vectors)
-    // and the rest is one static, smaller chunk.
-    %chunk_loop = transform.cast %chunks : !transform.any_op to !transform.op<"scf.for">
-    %main_loop, %tail_loop = transform.loop.peel %chunk_loop {tilefuse.ragged_tail}
-      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
-    // The main chunk's partial op comes first in the IR, the peeled one (if
-    // any) second.
-    %partials = transform.structured.match attributes{"tilefuse.partial"} in %grid
+    %step, %chunk_loop = transform.structured.tile_using_for %thread_chunked
+        tile_sizes [0, 1, 0] {tilefuse.param = "chunk_step", tilefuse.full_chunks}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.bubble_up_extract_slice
+      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
+    } {tilefuse.full_chunks} : !transform.any_op
+    %chunk_producers = transform.structured.match attributes{tilefuse.producer = "row"} in %grid_1 {tilefuse.full_chunks}
       : (!transform.any_op) -> !transform.any_op
-    %main, %tail = "transform.split_handle"(%partials) <{fail_on_payload_too_small = false}>
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-
-    // Step 5. Threads. In a full chunk, thread t takes the V elements at t*V
-    // (num_threads keeps exactly T threads); its producers come along, so
-    // each thread loads and converts only its own vector. The accumulator's
-    // fill is split the same way, so each thread initializes only the slice
-    // it will use (a thread zeroing the whole buffer races with the others).
-    %main_operands = transform.get_operand %main[0] {tilefuse.param = "root_inputs"}
-      : (!transform.any_op) -> !transform.any_value
-    %main_producers = transform.get_defining_op %main_operands
-      : (!transform.any_value) -> !transform.any_op
-    %thread_partial, %thread_forall = transform.structured.tile_using_forall %main
-        num_threads [0, 64] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_count"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.structured.fuse_into_containing_op %main_producers into %thread_forall
+    %fused_chunk_producers, %chunk_loop_1 = transform.structured.fuse_into_containing_op %chunk_producers into %chunk_loop {tilefuse.full_chunks}
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %thread_fill, %fill_forall = transform.structured.tile_using_forall %partial_fill
-        num_threads [0, 64] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_count"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // The clones in the loop inherit the "row" tag: retag them, so that step
+    // 5 finds only the row's producers (which the tail still reads).
+    %chunk_tag = transform.param.constant "chunk" {tilefuse.full_chunks} -> !transform.any_param
+    transform.annotate %fused_chunk_producers "tilefuse.producer" {tilefuse.full_chunks} = %chunk_tag
+      : !transform.any_op, !transform.any_param
 
-    // Step 5b (ragged rows only). The peeled chunk: V elements per thread
-    // again, so thread t touches the same accumulator slice as in the loop;
-    // only ceil(rest / V) threads take part and the last one's vector is
-    // masked.
-    %tail_operands = transform.get_operand %tail[0] {tilefuse.param = "root_inputs", tilefuse.ragged_tail}
-      : (!transform.any_op) -> !transform.any_value
-    %tail_producers = transform.get_defining_op %tail_operands {tilefuse.ragged_tail}
-      : (!transform.any_value) -> !transform.any_op
-    %tail_partial, %tail_forall = transform.structured.tile_using_forall %tail
+    // Step 5 (ragged rows only). The tail: a T*V accumulator of its own
+    // whose first r columns get the tail's elements, V per thread: thread t
+    // touches the same columns t*V as in the chunks. Only ceil(r / V)
+    // threads take part and the last one's vector is masked. The fill is
+    // split over all T threads, each writing its own slice. (A row shorter
+    // than one chunk is all tail: the driver hands it to these steps whole.)
+    %tail_fill, %tail_partial, %tail_combine, %tail_loop = transform.structured.tile_reduction_using_for %wg_tail
+        by tile_sizes = [0, 32] {tilefuse.param = "tail_chunk", tilefuse.ragged_tail}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
+    %tail_thread, %tail_forall = transform.structured.tile_using_forall %tail_partial
         tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "tail_tile", tilefuse.ragged_tail}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
+      transform.apply_patterns.scf.for_loop_canonicalization
+      transform.apply_patterns.canonicalization
+    } {tilefuse.ragged_tail} : !transform.any_op
+    %tail_producers = transform.structured.match attributes{tilefuse.producer = "row"} in %grid_1 {tilefuse.ragged_tail}
+      : (!transform.any_op) -> !transform.any_op
     transform.structured.fuse_into_containing_op %tail_producers into %tail_forall {tilefuse.ragged_tail}
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %tail_thread_fill, %tail_fill_forall = transform.structured.tile_using_forall %tail_fill
+        num_threads [0, 8] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_count", tilefuse.ragged_tail}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 
     // Step 6. The combine (and the fill of the result) go into a forall of
     // one thread along y. Mapping it adds the guard `thread_id.x < 1`, the
-    // form that step 10 turns into a distributed, all-threads reduction.
-    %thread_combine, %combine_forall = transform.structured.tile_using_forall %combine
-        num_threads [1] (mapping = [#gpu.thread<y>])
+    // form that step 10 turns into a distributed, all-threads reduction. With
+    // a tail, the last combine is the tail's, and the chunks' combine (its
+    // init) joins it in the same forall.
+    %last_init = transform.get_producer_of_operand %tail_combine[1] {tilefuse.ragged_tail}
+      : (!transform.any_op) -> !transform.any_op
+    %thread_combine, %combine_forall = transform.structured.tile_using_forall %tail_combine
+        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.ragged_tail}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.structured.fuse_into_containing_op %wg_init into %combine_forall
+    %combine_inits = transform.merge_handles deduplicate %last_init, %wg_init {tilefuse.ragged_tail} : !transform.any_op
+    %fused_inits, %combine_forall_1 = transform.structured.fuse_into_containing_op %combine_inits into %combine_forall {tilefuse.ragged_tail}
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.annotate %combine_forall_1 "tilefuse.combine" {tilefuse.ragged_tail} : !transform.any_op
+    %thread_combine_d, %combine_forall_d = transform.structured.tile_using_forall %combine
+        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.divisible}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %fused_init_d, %combine_forall_d1 = transform.structured.fuse_into_containing_op %wg_init into %combine_forall_d {tilefuse.divisible}
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.annotate %combine_forall_d1 "tilefuse.combine" {tilefuse.divisible} : !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
       transform.apply_patterns.scf.for_loop_canonicalization
@@ -144,16 +189,21 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %func : !transform.any_op
 
-    // Step 7. Vectorize: each thread's ops to one V-wide vector (the masked
-    // last vector of a ragged row reads only in-bounds elements), the combine
-    // to one T*V-wide vector.multi_reduction.
-    transform.structured.vectorize %thread_partial vector_sizes [1, 4]
-        {tilefuse.param = "vector_sizes"} : !transform.any_op
-    transform.structured.vectorize %thread_fill vector_sizes [1, 4]
-        {tilefuse.param = "vector_sizes"} : !transform.any_op
-    transform.structured.vectorize %tail_partial vector_sizes [1, 4]
+    // Step 7. Vectorize: each thread's chunk ops to one V-wide vector, the
+    // tail's to one V-wide vector (the last one masked, reading only
+    // in-bounds elements), the combine to T*V-wide vector.multi_reductions.
+    %chunk_ops = transform.structured.match interface{LinalgOp} in %chunk_forall {tilefuse.full_chunks}
+      : (!transform.any_op) -> !transform.any_op
+    transform.structured.vectorize %chunk_ops {tilefuse.full_chunks} : !transform.any_op
+    %tail_ops = transform.structured.match interface{LinalgOp} in %tail_forall {tilefuse.ragged_tail}
+      : (!transform.any_op) -> !transform.any_op
+    transform.structured.vectorize %tail_ops vector_sizes [1, 4]
         {tilefuse.param = "vector_sizes", tilefuse.ragged_tail} : !transform.any_op
-    %combine_ops = transform.structured.match interface{LinalgOp} in %combine_forall
+    transform.structured.vectorize %tail_thread_fill vector_sizes [1, 4]
+        {tilefuse.param = "vector_sizes", tilefuse.ragged_tail} : !transform.any_op
+    %combine_foralls = transform.structured.match attributes{tilefuse.combine} in %func
+      : (!transform.any_op) -> !transform.any_op
+    %combine_ops = transform.structured.match interface{LinalgOp} in %combine_foralls
       : (!transform.any_op) -> !transform.any_op
     transform.structured.vectorize %combine_ops : !transform.any_op
     transform.apply_patterns to %func {
@@ -163,10 +213,11 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %func : !transform.any_op
 
-    // Step 8. Bufferize. The accumulator becomes a T*V buffer in workgroup
-    // memory; the inputs are read in place from their bindings (no copy).
-    // Canonicalize, CSE, canonicalize: bufferization leaves self-copies that
-    // would stop the distribution in step 10.
+    // Step 8. Bufferize. The accumulators become T*V buffers in workgroup
+    // memory; the inputs are read in place from their bindings (the
+    // [C, T*V] view is a memref.expand_shape, no copy). Canonicalize, CSE,
+    // canonicalize: bufferization leaves self-copies that would stop the
+    // distribution in step 10.
     transform.iree.eliminate_empty_tensors %func : (!transform.any_op) -> ()
     %bufferized = transform.iree.bufferize <{target_gpu}> %func
       : (!transform.any_op) -> !transform.any_op
@@ -179,14 +230,15 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
 
     // Step 9. Map the grid forall to workgroups and the thread foralls to
-    // thread ids. The subgroup size must be the target's (lavapipe 8): the
+    // thread ids (IREE adds a barrier after each thread forall; none is in a
+    // loop). The subgroup size must be the target's (lavapipe 8): the
     // distribution in step 10 reads it to size its shuffles.
     transform.iree.forall_to_workgroup %bufferized : (!transform.any_op) -> ()
     transform.iree.map_nested_forall_to_gpu_threads %bufferized
-        workgroup_dims = [64, 1, 1] subgroup_size = 8
+        workgroup_dims = [8, 1, 1] subgroup_size = 8
         {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()
     // Keep each thread's running partial in registers across the chunk loop
-    // (the accumulator slice is read and written at loop-invariant indices),
+    // (its accumulator slice is read and written at loop-invariant indices),
     // then drop the barriers that no longer guard any shared access.
     %kernel = transform.structured.hoist_redundant_vector_transfers %bufferized
       : (!transform.any_op) -> !transform.any_op
@@ -195,15 +247,15 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
 
     // Step 10. Distribute the combine over all T threads: the guarded region
-    // becomes a T-lane warp op, its T*V vector splits into one V-vector per
-    // lane (exactly the slice the lane accumulated), and the reduction across
-    // lanes becomes subgroup shuffles, then workgroup memory and a barrier
-    // between subgroups, then shuffles again.
+    // becomes a T-lane warp op, each T*V vector splits into one V-vector per
+    // lane (exactly the slice the lane accumulated), and the reductions
+    // across lanes become subgroup shuffles, then (T > subgroup) workgroup
+    // memory and a barrier between subgroups, then shuffles again.
     %reduction = transform.structured.match ops{["vector.multi_reduction"]} in %kernel
       : (!transform.any_op) -> !transform.any_op
-    %guard = transform.get_parent_op %reduction <{op_name = "scf.if"}>
+    %guard = transform.get_parent_op %reduction <{deduplicate, op_name = "scf.if"}>
       : (!transform.any_op) -> !transform.any_op
-    %warp = transform.iree.vector.to_warp_execute_on_lane_0 %guard <{warp_size = 64}>
+    %warp = transform.iree.vector.to_warp_execute_on_lane_0 %guard <{warp_size = 8}>
         {tilefuse.param = "warp_size"} : (!transform.any_op) -> !transform.any_op
     transform.iree.vector.warp_distribute %kernel : (!transform.any_op) -> ()
 
@@ -221,7 +273,7 @@ module attributes {transform.with_named_sequence} {
     // size, then print it: the driver reads the printout to check that the
     // strategy really ran (python/tilefuse/verify.py).
     %done = transform.param.constant #iree_codegen.translation_info<
-        pipeline = #iree_codegen.no_pipeline workgroup_size = [64, 1, 1]
+        pipeline = #iree_codegen.no_pipeline workgroup_size = [8, 1, 1]
         subgroup_size = 8> {tilefuse.param = "translation_info"} -> !transform.any_param
     transform.annotate %kernel "translation_info" = %done
       : !transform.any_op, !transform.any_param

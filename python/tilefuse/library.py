@@ -88,11 +88,39 @@ def _apply_loop_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> None:
 RAGGED_TAIL = "tilefuse.ragged_tail"
 
 
-def _erase_ragged_tail(seq: ir.Operation) -> None:
-    """Delete the steps marked for the peeled last chunk (latest first, as
-    each may use an earlier one's handle): a row T*V divides has no tail."""
-    for op in reversed([op for op in walk(seq) if RAGGED_TAIL in op.attributes]):
+FULL_CHUNKS = "tilefuse.full_chunks"
+DIVISIBLE = "tilefuse.divisible"
+
+
+def _erase_tagged(seq: ir.Operation, tags: set[str]) -> None:
+    """Delete the steps carrying any of `tags` (latest first, as each may use
+    an earlier one's handle)."""
+    for op in reversed([op for op in walk(seq) if any(t in op.attributes for t in tags)]):
         op.erase()
+
+
+def _erase_ragged_tail(seq: ir.Operation) -> None:
+    """Delete the steps marked for the peeled last chunk: a row T*V divides
+    has no tail."""
+    _erase_tagged(seq, {RAGGED_TAIL})
+
+
+def _tail_takes_whole_row(seq: ir.Operation) -> None:
+    """A row shorter than one chunk is all tail: the split leaves the whole
+    row in its first part, so the tail steps get that handle instead."""
+    (split,) = [op for op in walk(seq) if op.name == "transform.split_handle"]
+    split.results[1].replace_all_uses_with(split.results[0])
+
+
+def _select_row_layout(seq: ir.Operation, layout: str) -> None:
+    """Keep the steps of one layout (see transform_scripts/row_reduction.mlir)."""
+    if layout == "divisible":
+        _erase_tagged(seq, {RAGGED_TAIL})
+    elif layout == "ragged":
+        _erase_tagged(seq, {DIVISIBLE})
+    else:  # "short": no full chunk
+        _tail_takes_whole_row(seq)
+        _erase_tagged(seq, {DIVISIBLE, FULL_CHUNKS})
 
 
 def _apply_row_reduction_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> None:
@@ -106,9 +134,22 @@ def _apply_row_reduction_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> 
             "static_tile_sizes": _i64_array(p["workgroup_tile"], ctx),
             "mapping": ir.Attribute.parse(f"[{blocks}]", ctx),
         },
-        # tile_reduction_using_for takes an I64ArrayAttr, not a dense array.
+        "full_length": {
+            "dimension": ir.IntegerAttr.get(i64, p["reduced_dim"]),
+            "static_chunk_sizes": ir.IntegerAttr.get(i64, p["full_length"]),
+        },
         "chunk": {
+            "split_factor": ir.IntegerAttr.get(i64, p["chunk"][-1]),
+            "insert_split_dimension": ir.IntegerAttr.get(i64, p["reduced_dim"]),
+        },
+        # tile_reduction_using_for takes an I64ArrayAttr, not a dense array.
+        "tail_chunk": {
             "tile_sizes": ir.ArrayAttr.get([ir.IntegerAttr.get(i64, v) for v in p["chunk"]], ctx)
+        },
+        "chunk_threads": {"static_num_threads": _i64_array(p["chunk_threads"], ctx)},
+        "chunk_step": {
+            "static_sizes": _i64_array(p["chunk_step"], ctx),
+            "scalable_sizes": ir.DenseBoolArrayAttr.get([False] * len(p["chunk_step"]), ctx),
         },
         "thread_count": {"static_num_threads": _i64_array(p["thread_count"], ctx)},
         "tail_tile": {"static_tile_sizes": _i64_array(p["tail_tile"], ctx)},
@@ -133,8 +174,7 @@ def _apply_row_reduction_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> 
     missing = set(setters) - seen
     if missing:
         raise TilefuseError(f"row_reduction.mlir lacks tilefuse.param tags: {sorted(missing)}")
-    if not p["ragged"]:
-        _erase_ragged_tail(seq)
+    _select_row_layout(seq, p["layout"])
 
 
 def _vector_sizes(sizes, ctx) -> dict:
