@@ -157,6 +157,7 @@ def test_bench_vulkan_report(tmp_path, root):
     proc = subprocess.run(
         [sys.executable, "-m", "tilefuse.cli", "bench", str(root / "samples"),
          "--target", "vulkan", "--small", "--repeats", "3", "--warmup", "1",
+         "--dispatch-repeat", "4",
          "--report", str(out), "--json", str(tmp_path / "bench.json")],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

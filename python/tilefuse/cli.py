@@ -162,6 +162,8 @@ def cmd_bench(args) -> None:
         small=args.small,
         repeats=args.repeats,
         warmup=args.warmup,
+        dispatch_repeat=args.dispatch_repeat,
+        fusion=not args.no_fusion,
         device=args.device,
         workdir=Path(args.work_dir) if args.work_dir else None,
     )
@@ -239,6 +241,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--small", action="store_true", help="use samples/small/ variants where present")
     b.add_argument("--repeats", type=int, default=5, help="timed calls per compiler (median)")
     b.add_argument("--warmup", type=int, default=2, help="untimed calls per compiler first")
+    b.add_argument(
+        "--dispatch-repeat",
+        type=int,
+        default=10,
+        help="run every dispatch N times per timed call and divide (amortizes lavapipe's "
+        "~4 ms wait granularity)",
+    )
+    b.add_argument("--no-fusion", action="store_true", help="tilefuse without its fusion planner")
     b.add_argument("--device", help="runtime device (default: the target's driver)")
     b.add_argument("--work-dir", help="keep every intermediate file here")
     b.set_defaults(func=cmd_bench)

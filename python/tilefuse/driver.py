@@ -108,13 +108,19 @@ def write_library(choices: list[Choice], workdir: Path) -> Path:
 
 
 def phase2_executable(
-    sources: Path, library: Path, target: Target, workdir: Path, use_library: bool
+    sources: Path,
+    library: Path,
+    target: Target,
+    workdir: Path,
+    use_library: bool,
+    extra_flags: tuple[str, ...] = (),
 ) -> tuple[bytes, str, list[Path]]:
     out = workdir / "module.vmfb"
     binaries = workdir / "binaries"
     args = [
         str(sources),
         *target.compile_flags,
+        *extra_flags,
         "--compile-from=executable-sources",
         "-o",
         str(out),
@@ -145,9 +151,11 @@ def compile_program(
     dump_dir: str | Path | None = None,
     phase1_flags: tuple[str, ...] = (),
     fusion: bool = True,
+    phase2_flags: tuple[str, ...] = (),
 ) -> CompileResult:
-    """`phase1_flags` go to phase 1 only (bench asks for scheduling statistics).
-    `fusion=False` leaves dispatch formation to IREE."""
+    """`phase1_flags`/`phase2_flags` go to one phase only (bench asks for
+    scheduling statistics and repeated dispatches). `fusion=False` leaves
+    dispatch formation to IREE."""
     target = load_target(target) if isinstance(target, str) else target
     program = source if isinstance(source, Program) else load_program(source)
     with tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
@@ -172,7 +180,9 @@ def compile_program(
         choices = choose_strategies(dispatches, target)
         library = write_library(choices, workdir)
         use_library = any(c.strategy for c in choices)
-        vmfb, log, ptx_files = phase2_executable(sources, library, target, workdir, use_library)
+        vmfb, log, ptx_files = phase2_executable(
+            sources, library, target, workdir, use_library, phase2_flags
+        )
         (workdir / "phase2.log").write_text(log)
         reports = verify(choices, log)
         if target.backend == "cuda":

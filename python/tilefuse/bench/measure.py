@@ -25,6 +25,11 @@ from .costmodel import ProgramCosts, program_costs
 from .gpus import occupancy, sm_limits
 
 STATS_FLAGS = ("--iree-scheduling-dump-statistics-format=json",)
+# Lavapipe's fence waits return on a ~4 ms grid, coarser than many kernels.
+# Timing modules repeat every dispatch this many times inside one command
+# buffer (with barriers between), so one call's wait is shared by N runs of
+# each kernel; time per call / N is the kernels' time.
+REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
 
 
 def stats_flags(path: Path) -> tuple[str, ...]:
@@ -52,12 +57,14 @@ class KernelStats:
 class CompilerRun:
     compiler: str  # "tilefuse" or "iree"
     vmfb: bytes
+    timing_vmfb: bytes | None  # the same program with every dispatch repeated
+    timing_repeat: int
     compile_seconds: float
     dispatch_count: int
     costs: ProgramCosts
     kernels: list[KernelStats] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # tilefuse: per-dispatch strategy lines
-    wall_seconds: list[float] = field(default_factory=list)
+    wall_seconds: list[float] = field(default_factory=list)  # per call, / timing_repeat
     outputs: list[np.ndarray] = field(default_factory=list)
 
 
@@ -71,16 +78,32 @@ def _checked_costs(sources: Path, count: int, what: str) -> ProgramCosts:
     return costs
 
 
-def compile_tilefuse(program: Program, target: Target, workdir: Path) -> CompilerRun:
+def compile_tilefuse(
+    program: Program, target: Target, workdir: Path, fusion: bool = True, repeat: int = 0
+) -> CompilerRun:
+    """`repeat` > 0 also builds the timing module (dispatches repeated)."""
     workdir.mkdir(parents=True, exist_ok=True)
     stats = workdir / "statistics.json"
     start = time.perf_counter()
-    result = compile_program(program, target, dump_dir=workdir, phase1_flags=stats_flags(stats))
+    result = compile_program(
+        program, target, dump_dir=workdir, phase1_flags=stats_flags(stats), fusion=fusion
+    )
     seconds = time.perf_counter() - start
     count = dispatch_count(stats)
+    timing = None
+    if repeat:
+        timing = compile_program(
+            program,
+            target,
+            dump_dir=workdir / "timing",
+            fusion=fusion,
+            phase2_flags=(f"{REPEAT_FLAG}={repeat}",),
+        ).vmfb
     return CompilerRun(
         compiler="tilefuse",
         vmfb=result.vmfb,
+        timing_vmfb=timing,
+        timing_repeat=repeat,
         compile_seconds=seconds,
         dispatch_count=count,
         costs=_checked_costs(workdir / "executable_sources.mlir", count, "tilefuse"),
@@ -88,8 +111,9 @@ def compile_tilefuse(program: Program, target: Target, workdir: Path) -> Compile
     )
 
 
-def compile_iree(program: Program, target: Target, workdir: Path) -> CompilerRun:
-    """Plain iree-compile, timed from the input file to the .vmfb."""
+def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 0) -> CompilerRun:
+    """Plain iree-compile, timed from the input file to the .vmfb; `repeat` > 0
+    also builds the timing module (dispatches repeated)."""
     workdir.mkdir(parents=True, exist_ok=True)
     source = phase1_input(program, target, workdir)
     stats = workdir / "statistics.json"
@@ -103,9 +127,19 @@ def compile_iree(program: Program, target: Target, workdir: Path) -> CompilerRun
     # Bytes come from the same executable sources tilefuse reads (not timed).
     sources = phase1_executable_sources(source, target, workdir)
     count = dispatch_count(stats)
+    timing = None
+    if repeat:
+        timed = workdir / "timing.vmfb"
+        iree_compile(
+            [str(source), *target.compile_flags, f"{REPEAT_FLAG}={repeat}", "-o", str(timed)],
+            "baseline iree-compile (timing module)",
+        )
+        timing = timed.read_bytes()
     return CompilerRun(
         compiler="iree",
         vmfb=out.read_bytes(),
+        timing_vmfb=timing,
+        timing_repeat=repeat,
         compile_seconds=seconds,
         dispatch_count=count,
         costs=_checked_costs(sources, count, "iree-compile"),
@@ -153,24 +187,27 @@ def run_and_time(
 ) -> None:
     """Outputs and wall times of `function` in every run, on one shared device.
 
-    Inputs are uploaded once; each timed call is the synchronous function on
-    device-resident arguments. Compilers alternate call by call, so drift in
-    the machine's speed hits both alike.
+    Outputs come from each run's real module. Times come from its timing
+    module: inputs uploaded once, each timed call the synchronous function on
+    device-resident arguments, divided by the dispatch repeat count. Compilers
+    alternate call by call, so drift in the machine's speed hits both alike.
     """
     config = open_device(device)
-    functions = [CompiledModule(r.vmfb, device, config=config)[function] for r in runs]
-    device_args = [f.to_device(*inputs) for f in functions]
-    for run, f in zip(runs, functions):
+    for run in runs:
+        f = CompiledModule(run.vmfb, device, config=config)[function]
         outputs = f(*inputs)
         run.outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+    timed = [r for r in runs if r.timing_vmfb is not None]
+    functions = [CompiledModule(r.timing_vmfb, device, config=config)[function] for r in timed]
+    device_args = [f.to_device(*inputs) for f in functions]
     for _ in range(warmup):
         for f, args in zip(functions, device_args):
             f.invoke(args)
     for _ in range(repeats):
-        for run, f, args in zip(runs, functions, device_args):
+        for run, f, args in zip(timed, functions, device_args):
             start = time.perf_counter()
             f.invoke(args)
-            run.wall_seconds.append(time.perf_counter() - start)
+            run.wall_seconds.append((time.perf_counter() - start) / run.timing_repeat)
 
 
 def median(values: list[float]) -> float | None:

@@ -42,8 +42,10 @@ AGREEMENT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 class BenchOptions:
     target: str = "vulkan"
     small: bool = False
-    repeats: int = 5
+    repeats: int = 5  # timed calls per compiler
     warmup: int = 2
+    dispatch_repeat: int = 10  # each dispatch N times per timed call (see measure.py)
+    fusion: bool = True  # False: tilefuse strategies on IREE's own dispatches
     device: str | None = None  # defaults to the target's runtime driver
     workdir: Path | None = None  # keep every intermediate file here
 
@@ -202,10 +204,16 @@ def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> M
     program = load_program(path)
     function = _entry(program)
     name = path.stem
+    # Nothing runs on CUDA here: no timing modules for it.
+    repeat = options.dispatch_repeat if target.backend != "cuda" else 0
     progress("compiling with tilefuse")
-    runs = {"tilefuse": compile_tilefuse(program, target, workdir / "tilefuse")}
+    runs = {
+        "tilefuse": compile_tilefuse(
+            program, target, workdir / "tilefuse", fusion=options.fusion, repeat=repeat
+        )
+    }
     progress("compiling with iree-compile")
-    runs["iree"] = compile_iree(program, target, workdir / "iree")
+    runs["iree"] = compile_iree(program, target, workdir / "iree", repeat=repeat)
     result = ModelResult(
         name=name,
         source=str(path),
@@ -220,7 +228,7 @@ def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> M
     )
     if target.backend == "cuda":
         progress("assembling with ptxas")
-        _cuda_kernels(result, program, target, workdir)
+        _cuda_kernels(result, program, target, workdir, options.fusion)
         result.numerics = "not run (no CUDA device here)"
         return result
     progress("running on the device")
@@ -231,7 +239,9 @@ def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> M
     return result
 
 
-def _cuda_kernels(result: ModelResult, program: Program, target: Target, workdir: Path) -> None:
+def _cuda_kernels(
+    result: ModelResult, program: Program, target: Target, workdir: Path, fusion: bool
+) -> None:
     """ptxas figures for every CUDA architecture, each compiled for that target."""
     for compiler in COMPILERS:
         result.kernels[compiler] = kernel_stats(workdir / compiler, target)
@@ -239,7 +249,7 @@ def _cuda_kernels(result: ModelResult, program: Program, target: Target, workdir
         if other.name == target.name:
             continue
         sub = workdir / other.name
-        compile_tilefuse(program, other, sub / "tilefuse")
+        compile_tilefuse(program, other, sub / "tilefuse", fusion=fusion)
         compile_iree(program, other, sub / "iree")
         for compiler in COMPILERS:
             result.kernels[compiler] += kernel_stats(sub / compiler, other)
