@@ -39,6 +39,8 @@ def _check(d: Dispatch) -> str | None:
     if d.root_op != "linalg.generic":
         return f"root op is {d.root_op}, not linalg.generic"
     its = d.iterator_types
+    if "reduction" not in its:
+        return "root has no reduction dims"
     if its.count("reduction") != 1 or its[-1] != "reduction":
         return "not a single reduced dim (IREE collapses adjacent reduced dims into one)"
     if len(its) not in (2, 3):
