@@ -95,26 +95,48 @@ SOFTMAX = """  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
   return %y : tensor<4x64xf32>"""
 
 
-def test_softmax_is_one_group_left_to_iree_until_a_kernel_exists(tmp_path):
-    p, text = plan(SOFTMAX, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
+def test_softmax_is_one_outlined_group_for_the_softmax_kernel(tmp_path):
+    p, _ = plan(SOFTMAX, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
     (group,) = p.all_groups()
     assert group.kind == "softmax-like" and len(group.members) == 7
-    # No tilefuse strategy keeps the row on chip yet: no region, and the
-    # plan says why (IREE raises it to linalg.softmax itself).
-    assert not group.outlined and "chained reductions" in group.why_not_outlined
-    assert "flow.dispatch.region" not in p.text
+    # The softmax strategy (strategies/softmax.py) takes the group, so it is
+    # outlined as one region (tests/test_softmax.py runs the kernel).
+    assert group.outlined, group.why_not_outlined
+    filecheck(
+        p.text,
+        """
+CHECK: flow.dispatch.region {{.*}}tilefuse.fusion_kind = "softmax-like"
+CHECK: stablehlo.reduce
+CHECK: stablehlo.exponential
+CHECK: stablehlo.reduce
+CHECK: stablehlo.divide
+CHECK-NEXT: flow.return
+""",
+        tmp_path,
+    )
+
+
+def test_softmax_the_kernel_refuses_is_left_to_iree(tmp_path):
+    # Returning the row sums too: the kernel stores one row per dispatch, so
+    # the chained reductions are handed to IREE's own dispatch formation (in
+    # one region IREE's default codegen would recompute the max per tile),
+    # and the plan says why.
+    two = SOFTMAX.replace(
+        "  return %y : tensor<4x64xf32>", "  return %y, %s : tensor<4x64xf32>, tensor<4xf32>"
+    )
+    p, text = plan(two, "%x: tensor<4x64xf32>", "(tensor<4x64xf32>, tensor<4xf32>)")
+    (group,) = [g for g in p.all_groups() if g.kind == "softmax-like"]
+    assert not group.outlined
+    assert "chained reductions" in group.why_not_outlined
+    assert "2 results" in group.why_not_outlined
     filecheck(
         outlined_functions(text, VULKAN),
         """
-CHECK: func.func @main
-CHECK-NEXT: call @main_softmax_like_reduce_2(%arg0)
 CHECK: func.func private @main_softmax_like_reduce_2
 CHECK-SAME: tilefuse.fusion_kind = "softmax-like", tilefuse.hero = "stablehlo.reduce", tilefuse.left_to_iree
 CHECK: stablehlo.reduce
 CHECK: stablehlo.exponential
 CHECK: stablehlo.reduce
-CHECK: stablehlo.divide
-CHECK-NEXT: return
 """,
         tmp_path,
     )

@@ -74,7 +74,8 @@ def _fusion_views(args, result) -> None:
             print(f"  note: {line}")
         stem = Path(args.graph) if args.graph else None
         if stem is None:
-            folder = Path(args.dump_dir) if args.dump_dir else Path(args.input).parent
+            # The working directory, never the input's (often a source tree).
+            folder = Path(args.dump_dir) if args.dump_dir else Path.cwd()
             stem = folder / f"{Path(args.input).stem}.fusion"
         written = dump.render(result.fusion, stem.with_suffix(""))
         print(f"wrote {', '.join(str(p) for p in written)}")
@@ -210,7 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dump-dir")
     _fusion_options(e)
     e.add_argument("--fusion", action="store_true", help="list fusion groups, draw them (SVG+PNG)")
-    e.add_argument("--graph", help="path stem of the fusion picture (default: by the input)")
+    e.add_argument(
+        "--graph",
+        help="path stem of the fusion picture (default: --dump-dir, else the working directory)",
+    )
     e.set_defaults(func=cmd_explain)
 
     r = sub.add_parser("run", help="run a function of a compiled module")

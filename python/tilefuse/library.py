@@ -232,10 +232,48 @@ def _apply_column_reduction_params(seq: ir.Operation, p: dict, ctx: ir.Context) 
         raise TilefuseError(f"column_reduction.mlir lacks tilefuse.param tags: {sorted(missing)}")
 
 
+def _apply_softmax_params(seq: ir.Operation, p: dict, ctx: ir.Context) -> None:
+    threads, sg = p["threads"], p["subgroup_size"]
+    i64 = ir.IntegerType.get_signless(64, ctx)
+    setters = {
+        # tile_reduction_using_for takes an I64ArrayAttr, not a dense array.
+        "reduction_chunk": {
+            "tile_sizes": ir.ArrayAttr.get(
+                [ir.IntegerAttr.get(i64, v) for v in p["reduction_chunk"]], ctx
+            )
+        },
+        "row_chunk": {
+            "static_sizes": _i64_array(p["row_chunk"], ctx),
+            "scalable_sizes": ir.DenseBoolArrayAttr.get([False] * len(p["row_chunk"]), ctx),
+        },
+        "thread_tile": {"static_tile_sizes": _i64_array(p["thread_tile"], ctx)},
+        "vector_sizes": _vector_sizes(p["vector_sizes"], ctx),
+        "warp_size": {"warp_size": ir.IntegerAttr.get(i64, threads)},
+        "workgroup_dims": {
+            "workgroup_dims": _i64_array([threads, 1, 1], ctx),
+            "subgroup_size": ir.IntegerAttr.get(i64, sg),
+        },
+        "translation_info": {
+            "value": ir.Attribute.parse(
+                "#iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline "
+                f"workgroup_size = [{threads}, 1, 1] subgroup_size = {sg}>",
+                ctx,
+            )
+        },
+    }
+    seen = set_tagged(seq, setters)
+    missing = set(setters) - seen
+    if missing:
+        raise TilefuseError(f"softmax.mlir lacks tilefuse.param tags: {sorted(missing)}")
+    if not p["peel"]:
+        _erase_ragged_tail(seq)
+
+
 APPLY_PARAMS = {
     "loop": _apply_loop_params,
     "row_reduction": _apply_row_reduction_params,
     "column_reduction": _apply_column_reduction_params,
+    "softmax": _apply_softmax_params,
 }
 
 

@@ -42,6 +42,16 @@ CHAINED_FALLBACK = (
     "ops left to IREE's dispatch formation (IREE's default codegen recomputes "
     "the first reduction per tile inside one region)"
 )
+# The same, when a kernel for the kind exists but refuses this group.
+CHAINED_REFUSED = (
+    "chained reductions the softmax kernel does not take ({why}): ops left to "
+    "IREE's dispatch formation (IREE's default codegen recomputes the first "
+    "reduction per tile inside one region)"
+)
+SOFTMAX_REFUSED = (
+    "softmax-like group the softmax kernel does not take ({why}): ops left to "
+    "IREE's dispatch formation"
+)
 
 
 # Measured on lavapipe (attention 128x64): a dot_general contracting q and k
@@ -87,6 +97,24 @@ def kernel_for(kind: str) -> bool:
     from ..strategies import STRATEGIES
 
     return any(kind in getattr(module, "FUSION_KINDS", ()) for _, module in STRATEGIES)
+
+
+def kernel_refusal(kind: str, graph: FuncGraph, group: Group, target: Target) -> str | None:
+    """Why no strategy declaring `kind` takes this group, or None if one does.
+    A strategy may refuse groups it cannot compile through `group_refusal`;
+    the planner then leaves them to IREE instead of outlining them."""
+    from ..strategies import STRATEGIES
+
+    reasons = []
+    for name, module in STRATEGIES:
+        if kind not in getattr(module, "FUSION_KINDS", ()):
+            continue
+        refusal = getattr(module, "group_refusal", None)
+        why = refusal(graph, group, target) if refusal else None
+        if why is None:
+            return None
+        reasons.append(f"{name}: {why}")
+    return "; ".join(reasons) or f"no tilefuse strategy compiles {kind} groups"
 
 
 def max_bindings(target: Target) -> int:
@@ -256,6 +284,15 @@ def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[s
         if chained and not kernel_for("softmax-like"):
             g.outlined = False
             g.why_not_outlined = CHAINED_FALLBACK
+        elif g.outlined and g.kind == "softmax-like" and kernel_for("softmax-like"):
+            # A kernel exists: outline only the groups it takes, so that none
+            # meets IREE's default codegen inside a region.
+            why = kernel_refusal("softmax-like", graph, g, target)
+            if why:
+                g.outlined = False
+                g.why_not_outlined = (CHAINED_REFUSED if chained else SOFTMAX_REFUSED).format(
+                    why=why
+                )
         if g.outlined and g.kind == "matmul" and not plain_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = TRANSPOSED_FALLBACK

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..dispatches import Dispatch
 from ..targets import Target
-from . import column_reduction, loop, row_reduction
+from . import column_reduction, loop, row_reduction, softmax
 
 
 @dataclass
@@ -29,6 +29,7 @@ STRATEGIES = [
     ("loop", loop),
     ("row_reduction", row_reduction),
     ("column_reduction", column_reduction),
+    ("softmax", softmax),
 ]
 
 

@@ -1,0 +1,238 @@
+"""Parameters of the one-kernel row normalization (transform_scripts/softmax.mlir).
+
+Seed: XLA's softmax fusion. A softmax, layernorm or RMSNorm is one dispatch of
+rank-2 ops over [rows, N]: row reductions and elementwise ops, the last
+elementwise op stored. One workgroup per row; its T threads run the
+reductions, then the root, over the row in chunks of T*V elements, thread t on
+the V-vector at t*V of every chunk (coalesced), looping over the chunks in its
+own code. Reductions keep a V-wide partial per thread in registers, then
+combine with subgroup shuffles and workgroup memory; their results stay in
+workgroup memory. Elementwise ops other than the root are recomputed in
+registers where they are read (no row is kept anywhere). Only the root's row
+is written to global memory, once.
+
+Why recompute rather than keep such a row (softmax's exp(x - max)) in
+workgroup memory, measured on lavapipe (softmax 4096x1000 f32): kept, the row
+is written by two ops when the last chunk is peeled, and IREE's bufferization
+then copies it, by every thread (a race); unpeeled, every chunk is masked, and
+the kernel took 150 ms against IREE's 50 ms. Recomputed and peeled, 52-60 ms
+(IREE's default: one thread per row, 29-40 ms in the same runs).
+
+The fusion planner outlines a softmax-like group only if `group_refusal`
+accepts it here, from the StableHLO group alone: otherwise its ops go to
+IREE's own dispatch formation (inside one region, IREE 3.13's default codegen
+would recompute the first reduction per tile). `plan` checks the dispatch
+IREE made of it again, exactly.
+
+Heuristics as in row_reduction.py: V is a 128-bit vector of the widest element
+(at most 4 on SPIR-V), halved until it divides the row (so every thread's tile
+is a whole vector, also in the last, shorter chunk: no masks); T gives each thread about VECTORS_PER_THREAD vectors of
+the row, rounded up to a power of two, at least one subgroup, at most the
+target's preferred thread count and subgroup_size**2 (one level of combine
+across subgroups).
+"""
+
+import math
+
+from iree.compiler import ir
+
+from ..dispatches import Dispatch
+from ..targets import Target
+from .row_reduction import COMBINERS, MAX_ACCUMULATOR_BITS
+
+# Target vectors (of V elements) per thread when sizing T, as in
+# row_reduction.py: few threads keep the combines cheap (lavapipe runs a
+# workgroup's subgroups one after another on one CPU thread).
+VECTORS_PER_THREAD = 64
+
+# The fusion kinds whose groups this strategy compiles (fusion/planner.py).
+FUSION_KINDS = ("softmax-like",)
+
+# StableHLO ops a softmax-like group may hold: the kernel handles rank-2 rows,
+# elementwise ops over them, reductions over the row, and broadcasts (of a
+# reduction's result back over the row, or of a [N] vector such as a scale).
+GROUP_OPS = ("elementwise", "reduce", "constant")
+GROUP_INDEX_OPS = ("stablehlo.broadcast_in_dim",)
+# Reduction bodies, as StableHLO ops (the dispatch-level names are in COMBINERS).
+GROUP_COMBINERS = {
+    "stablehlo.add": "add",
+    "stablehlo.maximum": "max",
+    "stablehlo.minimum": "min",
+    "stablehlo.multiply": "mul",
+}
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def layout(n: int, bits: int, target: Target) -> tuple[int, int]:
+    """(threads T, vector V) for rows of n elements, the widest being `bits`."""
+    vector = max(1, target.vector_bits // bits)
+    if target.backend == "spirv":
+        vector = min(vector, 4)  # SPIR-V vectors hold at most 4 elements
+    # V divides the row, so that every thread's tile is a whole V-vector
+    # (also in the last, shorter chunk): no masks, no dynamic shapes.
+    while n % vector:
+        vector //= 2
+    sg = target.subgroup_size
+    most = max(sg, min(target.preferred_threads, target.max_threads, sg * sg))
+    threads = min(max(_next_pow2(math.ceil(n / (vector * VECTORS_PER_THREAD))), sg), most)
+    return threads, vector
+
+
+def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
+    """Workgroup memory of the kernel: per reduction its T*V accumulator
+    (f32), its result and one slot per subgroup (counted twice: IREE rounds
+    the slot buffer up). No row is kept: it does not depend on N otherwise."""
+    threads, vector = layout(n, bits, target)
+    subgroups = max(1, threads // target.subgroup_size)
+    return reductions * (threads * vector * 4 + 4 + 2 * subgroups * 4)
+
+
+def _bits(type_: ir.Type) -> int:
+    """Element width of a tensor (or scalar) type; 64 for types of no width."""
+    try:
+        type_ = ir.ShapedType(type_).element_type
+    except (ValueError, TypeError):
+        pass
+    for cls in (ir.IntegerType, ir.FloatType):
+        try:
+            return cls(type_).width
+        except (ValueError, TypeError):
+            continue
+    return 64
+
+
+def group_refusal(graph, group, target: Target) -> str | None:
+    """Why the kernel cannot take this softmax-like fusion group, or None.
+
+    `graph` is the function's fusion.graph.FuncGraph, `group` a
+    fusion.groups.Group. Conservative: a group accepted here must give a
+    dispatch `plan` accepts, or it would meet IREE's slow in-region codegen.
+    """
+    if not target.is_gpu:
+        return f"target {target.name} has no GPU kernel"
+    members = [graph.nodes[i] for i in group.members]
+    for node in members:
+        if node.cls not in GROUP_OPS and node.name not in GROUP_INDEX_OPS:
+            return f"{node.name} in the group (only elementwise, broadcast and reduce)"
+    reduces = [node for node in members if node.cls == "reduce"]
+    if not reduces:
+        return "no reduction"
+    rows_n = set()
+    for r in reduces:
+        if len(r.op.operands) != 2:
+            return "a variadic reduce"
+        shape = r.operand_shapes[0]
+        if shape is None or len(shape) != 2:
+            return f"a reduce of a rank-{len(shape or [])} tensor (the kernel takes rank 2)"
+        if r.ints("dimensions") != [1]:
+            return "a reduce over the outer dim"
+        body = [op.operation.name for op in r.op.regions[0].blocks[0].operations]
+        if len(body) != 2 or body[0] not in GROUP_COMBINERS:
+            return f"a reduce whose body is {body[:-1]}"
+        rows_n.add(tuple(shape))
+    if len(rows_n) != 1:
+        return f"reductions over different rows {sorted(rows_n)}"
+    ((rows, n),) = rows_n
+    if n == 1:
+        return "rows of one element (IREE folds the unit dim away)"
+    if len(group.outputs) != 1:
+        return f"{len(group.outputs)} results (the kernel stores one row)"
+    bits = max((_bits(r.type) for node in members for r in node.op.results), default=32)
+    if bits > MAX_ACCUMULATOR_BITS:
+        return f"{bits}-bit elements (shuffles are 32-bit)"
+    if rows > target.max_workgroup_count[0]:
+        return f"{rows} rows > {target.max_workgroup_count[0]} workgroups"
+    need = shared_bytes(n, len(reduces), bits, target)
+    if need > target.shared_memory_bytes:
+        return f"{need} bytes of workgroup memory > {target.shared_memory_bytes}"
+    return None
+
+
+def _check(d: Dispatch) -> str | None:
+    """Why the kernel does not apply to this dispatch, or None."""
+    if d.problem:
+        return d.problem
+    if d.root_op != "linalg.generic" or d.iterator_types != ["parallel", "parallel"]:
+        return "root is not a rank-2 elementwise linalg.generic"
+    if any(s < 0 for s in d.loop_ranges):
+        return "dynamic shapes"
+    if len(d.outputs) != 1:
+        return f"{len(d.outputs)} results"
+    reductions = 0
+    for op in d.op_summaries:
+        if op.name == "linalg.fill":
+            continue
+        if op.name != "linalg.generic":
+            return f"{op.name} in the dispatch"
+        if op.iterator_types == ["parallel", "reduction"]:
+            reductions += 1
+            if len(op.combiners) != 1 or op.combiners[0] not in COMBINERS:
+                return f"a reduction combining with {op.combiners}"
+        elif op.iterator_types != ["parallel", "parallel"]:
+            return f"a linalg.generic over {op.iterator_types}"
+        if any(b > MAX_ACCUMULATOR_BITS for b in op.result_bits):
+            return "a result wider than 32 bits (shuffles are 32-bit)"
+    if not reductions:
+        return "no row reduction besides the root"
+    return None
+
+
+def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+    why_not = _check(d)
+    if why_not:
+        return None, why_not
+    rows, n = d.loop_ranges
+    sg = target.subgroup_size
+    bits = max(b for op in d.op_summaries for b in op.result_bits)
+    bits = max([bits] + [o.bits for o in d.inputs])
+    threads, vector = layout(n, bits, target)
+    generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
+    reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
+    shared = shared_bytes(n, reductions, bits, target)
+    if shared > target.shared_memory_bytes:
+        return None, f"{shared} bytes of workgroup memory > {target.shared_memory_bytes}"
+    if rows > target.max_workgroup_count[0]:
+        return None, f"grid x would be {rows} > {target.max_workgroup_count[0]} workgroups"
+    chunk = threads * vector
+    params = {
+        "reduction_chunk": [0, chunk],
+        "row_chunk": [0, chunk],
+        "thread_tile": [0, vector],
+        "vector_sizes": [1, vector],
+        "threads": threads,
+        "vector": vector,
+        "subgroup_size": sg,
+        "grid": [rows, 1, 1],
+        "reductions": reductions,
+        "shared_bytes": shared,
+        "ragged": n % chunk != 0,
+        # Peel the reductions' last chunk when the row has full chunks before
+        # it (a row shorter than one chunk is one masked chunk, no loop).
+        "peel": n % chunk != 0 and n > chunk,
+    }
+    group = f"{d.group_kind} group, " if d.group_kind else ""
+    notes = ""
+    if params["peel"]:
+        notes = f", {n // chunk} chunks of {chunk} and one of {n % chunk}"
+    elif params["ragged"]:
+        notes = f", one chunk of {n}"
+    return params, (
+        f"{group}{reductions} reductions + {len(generics) - reductions} elementwise ops "
+        f"(all but the root recomputed where read) per row of {n} in one workgroup, "
+        f"{threads} threads x {vector}-vectors{notes}"
+    )
+
+
+def describe(p: dict) -> str:
+    return (
+        f"grid={p['grid']} wg=[{p['threads']}, 1, 1] vector={p['vector']} "
+        f"chunk={p['row_chunk'][-1]} reductions={p['reductions']} "
+        f"shared={p['shared_bytes']}B{' ragged' if p['ragged'] else ''}"
+    )

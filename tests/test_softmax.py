@@ -1,0 +1,310 @@
+"""The one-kernel row normalization (strategy "softmax") against numpy on
+Vulkan (lavapipe), its IR, CUDA, and the planner's decision to outline.
+
+Programs are softmax, RMSNorm and layernorm over the last dim of [rows, n],
+written as the samples are (StableHLO reduce + broadcast_in_dim); f16 cases
+convert to f32 first and back at the end (f32 math, as mixed-precision models
+do). Every numerics case asserts that the dispatch ran `softmax` (not IREE's
+default codegen). Error is against a float64 numpy reference of the same
+(rounded) inputs: f32 outputs within 2e-6 + 2e-7 * sqrt(n) (max abs: softmax
+outputs are <= 1, normalized rows are O(1) with scale/shift of O(1)); f16
+outputs within one f16 rounding of the result (2^-11 relative) plus the same.
+"""
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+import tilefuse
+from iree.compiler import ir
+from test_ir import filecheck
+from tilefuse.fusion import fuse
+from tilefuse.targets import load_target
+
+
+def tensor(shape, dtype):
+    return f"tensor<{''.join(f'{s}x' for s in shape)}{dtype}>"
+
+
+def _wrap(rows, n, dtype, body, extra_args):
+    """Lines `body` compute %y (f32) from %x (f32); an f16 program converts
+    its argument to %x and %y back to f16."""
+    t_in, t32 = tensor([rows, n], dtype), tensor([rows, n], "f32")
+    x = "%x" if dtype == "f32" else "%xin"
+    args = [f"{x}: {t_in}"] + [f"%{a}: {tensor([n], 'f32')}" for a in extra_args]
+    lines = [f"func.func @main({', '.join(args)}) -> {t_in} {{"]
+    if dtype != "f32":
+        lines.append(f"  %x = stablehlo.convert %xin : ({t_in}) -> {t32}")
+    lines += body
+    out = "%y"
+    if dtype != "f32":
+        lines.append(f"  %yout = stablehlo.convert %y : ({t32}) -> {t_in}")
+        out = "%yout"
+    lines += [f"  return {out} : {t_in}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def program(kind, rows, n, dtype="f32"):
+    """StableHLO text of a softmax / rmsnorm / layernorm over rows of n."""
+    r, rn = tensor([rows], "f32"), tensor([rows, n], "f32")
+    wb = tensor([n], "f32")
+
+    def reduce(name, src, op, init):
+        return (
+            f"  %{name} = stablehlo.reduce({src} init: %{init}) applies stablehlo.{op} "
+            f"across dimensions = [1] : ({rn}, tensor<f32>) -> {r}"
+        )
+
+    def back(name, src):
+        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = [0] : ({r}) -> {rn}"
+
+    def row(name, src):
+        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = [1] : ({wb}) -> {rn}"
+
+    consts = [
+        "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
+        "  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>",
+        f"  %n = stablehlo.constant dense<{float(n)}> : {r}",
+        f"  %eps = stablehlo.constant dense<1.0e-5> : {r}",
+    ]
+    if kind == "softmax":
+        body = [
+            reduce("m", "%x", "maximum", "ninf"),
+            back("mb", "m"),
+            f"  %d = stablehlo.subtract %x, %mb : {rn}",
+            f"  %e = stablehlo.exponential %d : {rn}",
+            reduce("s", "%e", "add", "zero"),
+            back("sb", "s"),
+            f"  %y = stablehlo.divide %e, %sb : {rn}",
+        ]
+        extra = []
+    elif kind == "rmsnorm":
+        body = [
+            f"  %sq = stablehlo.multiply %x, %x : {rn}",
+            reduce("ss", "%sq", "add", "zero"),
+            f"  %ms = stablehlo.divide %ss, %n : {r}",
+            f"  %mse = stablehlo.add %ms, %eps : {r}",
+            f"  %rs = stablehlo.rsqrt %mse : {r}",
+            back("rb", "rs"),
+            row("wb", "w"),
+            f"  %xn = stablehlo.multiply %x, %rb : {rn}",
+            f"  %y = stablehlo.multiply %xn, %wb : {rn}",
+        ]
+        extra = ["w"]
+    else:
+        body = [
+            reduce("sum", "%x", "add", "zero"),
+            f"  %mean = stablehlo.divide %sum, %n : {r}",
+            back("mb", "mean"),
+            f"  %c = stablehlo.subtract %x, %mb : {rn}",
+            f"  %sq = stablehlo.multiply %c, %c : {rn}",
+            reduce("vs", "%sq", "add", "zero"),
+            f"  %var = stablehlo.divide %vs, %n : {r}",
+            f"  %ve = stablehlo.add %var, %eps : {r}",
+            f"  %rstd = stablehlo.rsqrt %ve : {r}",
+            back("rb", "rstd"),
+            f"  %norm = stablehlo.multiply %c, %rb : {rn}",
+            row("gb", "g"),
+            row("bb", "b"),
+            f"  %scaled = stablehlo.multiply %norm, %gb : {rn}",
+            f"  %y = stablehlo.add %scaled, %bb : {rn}",
+        ]
+        extra = ["g", "b"]
+    return _wrap(rows, n, dtype, consts + body, extra)
+
+
+NUMPY = {"f32": np.float32, "f16": np.float16}
+
+
+def inputs(kind, rows, n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, n)) * 3).astype(NUMPY[dtype])
+    extra = {"softmax": 0, "rmsnorm": 1, "layernorm": 2}[kind]
+    return [x] + [rng.standard_normal(n).astype(np.float32) for _ in range(extra)]
+
+
+def reference(kind, args):
+    x = args[0].astype(np.float64)
+    if kind == "softmax":
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    if kind == "rmsnorm":
+        return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * args[1]
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * args[1] + args[2]
+
+
+def check_case(kind, rows, n, dtype="f32"):
+    module = tilefuse.compile(program(kind, rows, n, dtype), target="vulkan")
+    assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [
+        r.line() for r in module.reports
+    ]
+    args = inputs(kind, rows, n, dtype)
+    ref = reference(kind, args)
+    out = module.main(*args)
+    assert out.shape == ref.shape and out.dtype == NUMPY[dtype]
+    err = float(np.max(np.abs(out.astype(np.float64) - ref)))
+    bound = 2e-6 + 2e-7 * math.sqrt(n)
+    if dtype == "f16":
+        bound += 2.0**-11 * float(np.max(np.abs(ref)))
+    assert err <= bound, f"max error {err} > {bound} on {kind} {rows}x{n} {dtype}"
+    return err
+
+
+# Rows 1..512, rows of 3..4093: T*V dividing the row or not (1000 with
+# 8 x 4-vectors: 31 chunks of 32 and a last one of 8), odd rows (V = 1),
+# rows shorter than one chunk, several subgroups (2 x 4000), f16 in/out.
+CASES = [
+    ("softmax", 256, 1000, "f32"),
+    ("softmax", 3, 7, "f32"),
+    ("softmax", 7, 257, "f32"),
+    ("softmax", 2, 4000, "f32"),
+    ("softmax", 512, 33, "f32"),
+    ("softmax", 9, 1000, "f16"),
+    ("rmsnorm", 1, 4093, "f32"),
+    ("rmsnorm", 128, 1024, "f32"),
+    ("rmsnorm", 64, 768, "f16"),
+    ("layernorm", 1, 3, "f32"),
+    ("layernorm", 100, 1000, "f32"),
+    ("layernorm", 4, 1004, "f32"),
+    ("layernorm", 6, 130, "f16"),
+]
+
+
+@pytest.mark.parametrize("kind,rows,n,dtype", CASES, ids=["-".join(map(str, c)) for c in CASES])
+def test_softmax_kernel_vulkan(kind, rows, n, dtype):
+    check_case(kind, rows, n, dtype)
+
+
+def test_rows_of_one_element_are_left_to_iree():
+    """The kernel refuses rows of one element (IREE folds the unit dim
+    away): the planner hands the ops to IREE's dispatch formation, says why,
+    and the program still matches numpy."""
+    result = tilefuse.compile_program(program("softmax", 7, 1), "vulkan")
+    (group,) = [g for g in result.fusion.all_groups() if g.kind == "softmax-like"]
+    assert not group.outlined
+    assert "rows of one element" in group.why_not_outlined
+    assert all(r.strategy != "softmax" for r in result.reports)
+    module = tilefuse.CompiledModule(result.vmfb, "vulkan", result.reports)
+    args = inputs("softmax", 7, 1, "f32")
+    assert np.max(np.abs(module.main(*args) - reference("softmax", args))) == 0.0
+
+
+def kernel_of(kind, rows, n, tmp_path, target="vulkan"):
+    dump = tmp_path / "dump"
+    result = tilefuse.compile_program(program(kind, rows, n), target, dump_dir=dump)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("softmax", "applied"), report.line()
+    (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
+    return kernel, report
+
+
+def _ops(kernel: str):
+    """Every op of the printed kernel, and the module that keeps them alive."""
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    module = ir.Module.parse(kernel, ctx)
+
+    def walk(op):
+        yield op
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    yield from walk(inner.operation)
+
+    return list(walk(module.operation)), module
+
+
+def test_ir_softmax_ragged_row(tmp_path):
+    """softmax 256x1000 on lavapipe: one 8-lane workgroup per row, 31 chunks
+    of 8 x 4 and a peeled chunk of 8 (two threads). Each reduction loops over
+    the chunks in each thread's own code, reading 4-vectors of the input in
+    place with its partial in registers (no barrier in the loop), then
+    combines by subgroup shuffles; exp(x - max) is recomputed in registers
+    where it is read. Workgroup memory holds only each reduction's 32-wide
+    accumulator and its result; nothing else is allocated (no padded copy,
+    no row kept); the output is written once, by the root (full chunks, then
+    the peeled one)."""
+    kernel, report = kernel_of("softmax", 256, 1000, tmp_path)
+    assert "31 chunks of 32 and one of 8" in report.reason
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: workgroup_size = [8, 1, 1] subgroup_size = 8
+CHECK: memref.alloc() {{.*}} : memref<1x32xf32, #gpu.address_space<workgroup>>
+CHECK: scf.for {{.*}} to %c992 step %c32 iter_args({{.*}}) -> (vector<4xf32>)
+CHECK-NEXT: affine.apply
+CHECK-NEXT: memref.subview
+CHECK-NEXT: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK-NEXT: arith.maximumf {{.*}} : vector<4xf32>
+CHECK-NEXT: scf.yield
+CHECK: vector.reduction <maximumf>
+CHECK: gpu.shuffle xor
+CHECK: scf.for {{.*}} to %c992 step %c32 iter_args({{.*}}) -> (vector<4xf32>)
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK-NEXT: arith.subf
+CHECK-NEXT: math.exp
+CHECK-NEXT: arith.addf {{.*}} : vector<4xf32>
+CHECK-NEXT: scf.yield
+CHECK: vector.reduction <add>
+CHECK: gpu.shuffle xor
+CHECK: scf.for {{.*}} to %c992 step %c32
+CHECK: math.exp
+CHECK-NEXT: arith.divf
+CHECK-NEXT: vector.transfer_write {{.*}}#hal.descriptor_type<storage_buffer>>
+CHECK: math.exp
+CHECK-NEXT: arith.divf
+CHECK-NEXT: vector.transfer_write {{.*}}#hal.descriptor_type<storage_buffer>>
+CHECK: return
+""",
+        tmp_path,
+    )
+    ops, _module = _ops(kernel)
+    allocs = [str(op.results[0].type) for op in ops if op.name == "memref.alloc"]
+    # Per reduction: its accumulator and its result (one subgroup: no slots).
+    assert sorted(allocs) == sorted(
+        [
+            "memref<1x32xf32, #gpu.address_space<workgroup>>",
+            "memref<1xf32, #gpu.address_space<workgroup>>",
+        ]
+        * 2
+    ), allocs
+    assert not [op for op in ops if op.name == "vector.create_mask"]
+    # The reductions' chunk loops hold no barrier (each thread loops alone).
+    loops = [op for op in ops if op.name == "scf.for" and op.results]
+    assert len(loops) == 2 and all("gpu.barrier" not in str(loop) for loop in loops)
+    writes = [
+        op
+        for op in ops
+        if op.name == "vector.transfer_write" and "storage_buffer" in str(op.operands[1].type)
+    ]
+    assert len(writes) == 2  # the root, in the full chunks and in the peeled one
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
+@pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("cuda-sm90", "sm_90")])
+@pytest.mark.parametrize("sample", ["softmax_f32", "rmsnorm_f32", "layernorm_f32"])
+def test_cuda_assembles_without_spills(root, target, arch, sample, tmp_path):
+    result = tilefuse.compile_program(
+        root / "samples" / f"{sample}.mlir", target, dump_dir=tmp_path
+    )
+    ptx = list((tmp_path / "binaries").glob("*.ptx"))
+    assert ptx and f".target {arch}" in ptx[0].read_text()
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("softmax", "applied"), report.line()
+    assert report.registers and report.spill_bytes == 0
+
+
+def test_group_refusal_is_explicit():
+    """What the planner asks before outlining a softmax-like group."""
+    from tilefuse.strategies import softmax
+
+    vulkan = load_target("vulkan")
+    plan = fuse(program("layernorm", 4, 64), vulkan)
+    (group,) = plan.all_groups()
+    graph = plan.graphs[0]
+    assert softmax.group_refusal(graph, group, vulkan) is None
+    assert "no GPU kernel" in softmax.group_refusal(graph, group, load_target("cpu"))

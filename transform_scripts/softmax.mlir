@@ -1,0 +1,309 @@
+// The "softmax" kernel: a row-normalization (softmax, layernorm, RMSNorm)
+// as ONE kernel, one workgroup per row, as XLA's softmax fusion does.
+//
+// Applies to a dispatch of rank-2 linalg ops over [rows, N]: row reductions
+// ([parallel, reduction]) and elementwise ops ([parallel, parallel]) whose
+// inputs are the dispatch's inputs, earlier results of the row, or a
+// reduction's result broadcast back over the row; the last elementwise op is
+// the root (its result is stored). Example (softmax):
+//   m = max(x);  e = exp(x - m);  s = sum(e);  y = e / s
+//
+// One workgroup per row. Inside it the reductions run one after the other,
+// then the root, each by all T threads of the workgroup over the row in
+// chunks of T*V elements: in every chunk thread t handles the V-element
+// vector at t*V (a subgroup reads one contiguous run: coalesced 128-bit
+// accesses), looping over the chunks in its own code.
+//   - A reduction keeps a V-wide running partial per thread in registers,
+//     then combines: subgroup shuffles, one slot per subgroup in workgroup
+//     memory, a barrier, shuffles again. Its result (one value per row) goes
+//     to workgroup memory, read by every thread after a barrier. Each
+//     reduction is computed exactly once per row.
+//   - Elementwise ops other than the root (softmax's exp(x - max),
+//     layernorm's x - mean) are recomputed, in registers, by each thread for
+//     its own vector wherever they are read, instead of being kept as a row.
+//     So the kernel keeps nothing of the row but the reductions' partials and
+//     results; it reads its input once per reduction and once for the root
+//     (from cache: one row is a few KiB), and writes the root's row once.
+// Rows that T*V does not divide: the last, shorter chunk is peeled off every
+// chunk loop and handled by as many threads as it has V-vectors. V divides
+// the row (V = 1 for odd rows), so every thread always reads and writes whole
+// vectors: no masks, no partial vectors, and no padded copy of anything.
+//
+// The values below are defaults for rows of 1000 with 64 threads. The
+// tilefuse driver clones this sequence per dispatch and sets every attribute
+// that carries a `tilefuse.param` tag from
+// python/tilefuse/strategies/softmax.py. The parameters:
+//   reduction_chunk    [0, T*V]: a reduction's chunk (its partial's width)
+//   row_chunk          [0, T*V]: the root's chunk
+//   thread_tile        [0, V]: a thread's tile of a chunk
+//   vector_sizes       [1, V]: a thread's vector
+//   warp_size          T: a combine is distributed over all T threads
+//   workgroup_dims     workgroup size [T, 1, 1] and the target's subgroup size
+//   translation_info   the final pipeline annotation
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @tilefuse_softmax(%dispatch: !transform.any_op {transform.readonly}) {
+    // Step 1. Find the root: the op whose result the dispatch stores. On
+    // SPIR-V IREE hands the strategy the dispatch's module, on CUDA the
+    // function, where results leave through iree_codegen.store_to_buffer.
+    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
+      : (!transform.any_op) -> !transform.any_op
+    %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
+      : (!transform.any_op) -> !transform.any_op
+    %root = transform.get_producer_of_operand %stores[0]
+      : (!transform.any_op) -> !transform.any_op
+
+    // Step 2. One row per workgroup: tile the root by one row and fuse every
+    // producer (transitively: elementwise ops, reductions, their fills, the
+    // loads) into the row's forall. The fusion clones a producer once per
+    // use, so a row's max would be computed twice in a softmax (once for the
+    // sum's input, once for the root's); the clones are identical, and CSE
+    // merges them back into one op per row. fold_tensor_empty makes every
+    // buffer a row (or one value) big instead of a slice of a [rows, N] one.
+    %wg_root, %grid = transform.structured.fuse %root tile_sizes [1] apply_cleanup use_forall
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %blocks = transform.param.constant [#gpu.block<x>] -> !transform.any_param
+    transform.annotate %grid "mapping" = %blocks : !transform.any_op, !transform.any_param
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.fold_tensor_empty
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.apply_cse to %func : !transform.any_op
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.fold_tensor_empty
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid
+      : (!transform.any_op) -> ()
+
+    // The row's ops, by kind (the chooser checked there are no others). The
+    // elementwise ops other than the root are tagged "producer": they are
+    // not computed on their own but recomputed inside every thread's code
+    // that reads them (step 7), so their rows never exist in memory.
+    %reductions = transform.structured.match ops{["linalg.generic"]}
+        attributes{iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<reduction>]}
+        in %grid : (!transform.any_op) -> !transform.any_op
+    %elementwise = transform.structured.match ops{["linalg.generic"]}
+        attributes{iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>]}
+        in %grid : (!transform.any_op) -> !transform.any_op
+    %producer_tag = transform.param.constant "producer" -> !transform.any_param
+    %root_tag = transform.param.constant "root" -> !transform.any_param
+    transform.annotate %elementwise "tilefuse.row_op" = %producer_tag
+      : !transform.any_op, !transform.any_param
+    transform.annotate %wg_root "tilefuse.row_op" = %root_tag
+      : !transform.any_op, !transform.any_param
+
+    // Step 3. Every reduction, as in row_reduction.mlir, split in chunks of
+    // T*V. This gives, per reduction,
+    //   %partial_fills a T*V-wide accumulator set to the reduction's identity;
+    //   %partials      a loop over the chunks folding each into the
+    //                  accumulator elementwise (no reduction left in it);
+    //   %combines      the accumulator reduced to the row's value.
+    %partial_fills, %partials, %combines, %reduction_loops = transform.structured.tile_reduction_using_for %reductions
+        by tile_sizes = [0, 256] {tilefuse.param = "reduction_chunk"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
+    transform.annotate %partials "tilefuse.partial" : !transform.any_op
+    transform.annotate %reduction_loops "tilefuse.chunk_loop" : !transform.any_op
+
+    // Step 4. The root in chunks of T*V as well.
+    %root_chunk, %root_loop = transform.structured.tile_using_for %wg_root
+        tile_sizes [0, 256] {tilefuse.param = "row_chunk"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.annotate %root_chunk "tilefuse.chunk" : !transform.any_op
+    transform.annotate %root_loop "tilefuse.chunk_loop" : !transform.any_op
+
+    // Step 5 (ragged rows only). Peel the last, shorter chunk off every chunk
+    // loop: the loops then see only full chunks (static sizes, full vectors,
+    // partials that stay in registers, no masks) and the rest is one static
+    // chunk. The driver deletes the ops marked `tilefuse.ragged_tail` when
+    // T*V divides the row; the peeled copies carry the tags of the
+    // originals, so the matches below find both halves either way.
+    %reduction_for = transform.cast %reduction_loops {tilefuse.ragged_tail}
+      : !transform.any_op to !transform.op<"scf.for">
+    %reduction_main, %reduction_tail = transform.loop.peel %reduction_for {tilefuse.ragged_tail}
+      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
+    %root_for = transform.cast %root_loop {tilefuse.ragged_tail}
+      : !transform.any_op to !transform.op<"scf.for">
+    %root_main, %root_tail = transform.loop.peel %root_for {tilefuse.ragged_tail}
+      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
+
+    // Step 6. Threads: in every chunk (full or peeled) thread t takes the V
+    // elements at t*V: tiles of V, so T tiles in a full chunk and fewer in
+    // the peeled one. V divides the row (the chooser makes it so), hence
+    // every thread's tile is a whole, static V-vector: no masks, and thread
+    // t touches the same elements of the row in every op. An accumulator's
+    // fill is split the same way (a thread filling the whole buffer would
+    // race with the others).
+    %chunk_partials = transform.structured.match attributes{"tilefuse.partial"} in %grid
+      : (!transform.any_op) -> !transform.any_op
+    %chunk_roots = transform.structured.match attributes{"tilefuse.chunk"} in %grid
+      : (!transform.any_op) -> !transform.any_op
+    %partials_t, %partial_foralls = transform.structured.tile_using_forall %chunk_partials
+        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %fills_t, %fill_foralls = transform.structured.tile_using_forall %partial_fills
+        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %roots_t, %root_foralls = transform.structured.tile_using_forall %chunk_roots
+        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+
+    // Step 7. Recompute the producers inside each thread's forall (after
+    // composing the chunk's and the thread's slices of a producer's row into
+    // one), so each thread computes only its own vector; then merge each
+    // recomputed producer into the op that reads it (one generic per thread
+    // and chunk: no temporary between them). A forall that reads no producer
+    // makes the fusion fail; that failure is expected and suppressed. (Fused
+    // into the chunk loops first instead, the fusion crashes IREE 3.13:
+    // FuseIntoContainingOp takes an scf.for for an scf.forall.)
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
+    } : !transform.any_op
+    %thread_foralls = transform.merge_handles %partial_foralls, %root_foralls : !transform.any_op
+    transform.foreach %thread_foralls : !transform.any_op {
+    ^bb0(%forall: !transform.any_op):
+      transform.sequence %forall : !transform.any_op failures(suppress) {
+      ^bb1(%in_forall: !transform.any_op):
+        %chunk_producers = transform.structured.match attributes{"tilefuse.row_op" = "producer"} in %grid
+          : (!transform.any_op) -> !transform.any_op
+        %fused, %forall2 = transform.structured.fuse_into_containing_op %chunk_producers into %in_forall
+          : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+      }
+    }
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.fold_tensor_empty
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.apply_patterns to %func {
+      transform.apply_patterns.iree.linalg_elementwise_greedy_fusion
+    } : !transform.any_op
+    transform.apply_patterns to %func {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+
+    // Step 8. Each combine, with the fill of its result, in a forall of one
+    // thread along y: mapping adds the guard `thread_id.x < 1` that step 13
+    // turns into a distributed, all-threads combine.
+    %inits, %combines_t = transform.foreach %combines
+        : !transform.any_op -> !transform.any_op, !transform.any_op {
+    ^bb0(%combine: !transform.any_op):
+      %init = transform.get_producer_of_operand %combine[1]
+        : (!transform.any_op) -> !transform.any_op
+      %thread_combine, %combine_forall = transform.structured.tile_using_forall %combine
+          num_threads [1] (mapping = [#gpu.thread<y>])
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+      %fused_init, %combine_forall2 = transform.structured.fuse_into_containing_op %init into %combine_forall
+        : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+      transform.yield %fused_init, %thread_combine : !transform.any_op, !transform.any_op
+    }
+    // No CSE from here to bufferization: it would merge the accumulator
+    // fills of two reductions with the same identity (layernorm's two sums)
+    // into one tensor, which bufferization then copies, by every thread.
+    transform.apply_patterns to %func {
+      transform.apply_patterns.linalg.tiling_canonicalization
+      transform.apply_patterns.scf.for_loop_canonicalization
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+
+    // Step 9. Vectorize: each thread's ops to one V-wide vector, the
+    // combines to one T*V-wide
+    // vector.multi_reduction. Then swap each chunk loop with the thread
+    // forall inside it: a thread loops over the chunks in its own code, with
+    // no barrier between chunks.
+    // A producer the fusion above left on its own (it does so with dynamic
+    // shapes) would leave a per-thread temporary between it and its reader
+    // after vectorization, and bufferization would put that temporary in
+    // workgroup memory, shared by all threads (a race). With static shapes
+    // (V divides the row) the temporary folds away: the vector written is
+    // the vector read. tests/test_softmax.py checks the kernels' buffers.
+    transform.foreach %thread_foralls : !transform.any_op {
+    ^bb0(%forall: !transform.any_op):
+      %thread_ops = transform.structured.match ops{["linalg.generic"]} in %forall
+        : (!transform.any_op) -> !transform.any_op
+      transform.structured.vectorize %thread_ops vector_sizes [1, 4]
+          {tilefuse.param = "vector_sizes"} : !transform.any_op
+    }
+    transform.structured.vectorize %fills_t vector_sizes [1, 4]
+        {tilefuse.param = "vector_sizes"} : !transform.any_op
+    transform.apply_patterns to %func {
+      transform.apply_patterns.iree.hoist_forall_from_for
+    } : !transform.any_op
+    transform.structured.vectorize %inits : !transform.any_op
+    transform.structured.vectorize %combines_t : !transform.any_op
+    transform.apply_patterns to %func {
+      transform.apply_patterns.vector.cast_away_vector_leading_one_dim
+      transform.apply_patterns.vector.lower_masked_transfers
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+
+    // Step 10. Bufferize. Accumulators and reduction results become
+    // workgroup-memory buffers; inputs are read in place from their
+    // bindings, the root writes its binding. Canonicalize, CSE, canonicalize:
+    // bufferization leaves self-copies that would stop the distribution in
+    // step 13.
+    transform.iree.eliminate_empty_tensors %func : (!transform.any_op) -> ()
+    %bufferized = transform.iree.bufferize <{target_gpu}> %func
+      : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %bufferized {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.apply_cse to %bufferized : !transform.any_op
+    transform.apply_patterns to %bufferized {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+
+    // Step 11. Map the row forall to workgroups and the thread foralls to
+    // thread ids; mapping puts a barrier after each thread forall, so an op
+    // reading workgroup memory waits for the op that wrote it. The subgroup
+    // size must be the target's (lavapipe 8): step 13 sizes its shuffles by it.
+    transform.iree.forall_to_workgroup %bufferized : (!transform.any_op) -> ()
+    transform.iree.map_nested_forall_to_gpu_threads %bufferized
+        workgroup_dims = [64, 1, 1] subgroup_size = 8
+        {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()
+
+    // Step 12. Keep each thread's running partial in registers across a
+    // reduction's chunk loop (its accumulator slice is read and written at
+    // loop-invariant indices), then drop the barriers that guard no
+    // conflicting access (MLIR's analysis keeps every one it cannot prove
+    // redundant).
+    %kernel = transform.structured.hoist_redundant_vector_transfers %bufferized
+      : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %kernel {
+      transform.apply_patterns.gpu.eliminate_barriers
+    } : !transform.any_op
+
+    // Step 13. Distribute every combine over all T threads: the guarded region
+    // becomes a T-lane warp op, its T*V vector splits into one V-vector per
+    // lane (exactly the slice the lane accumulated), and the reduction across
+    // lanes becomes subgroup shuffles, then workgroup memory and a barrier
+    // between subgroups, then shuffles again (at most subgroup_size
+    // subgroups: the chooser keeps T <= subgroup_size^2).
+    %reduction_vectors = transform.structured.match ops{["vector.multi_reduction"]} in %kernel
+      : (!transform.any_op) -> !transform.any_op
+    %guards = transform.get_parent_op %reduction_vectors <{op_name = "scf.if"}>
+      : (!transform.any_op) -> !transform.any_op
+    %warps = transform.iree.vector.to_warp_execute_on_lane_0 %guards <{warp_size = 64}>
+        {tilefuse.param = "warp_size"} : (!transform.any_op) -> !transform.any_op
+    transform.iree.vector.warp_distribute %kernel : (!transform.any_op) -> ()
+
+    // Step 14. Lower what is left of the vector dialect to what the SPIR-V
+    // and NVVM back ends take: 1-D transfers, masks as selects.
+    transform.apply_patterns to %kernel {
+      transform.apply_patterns.vector.cast_away_vector_leading_one_dim
+      transform.apply_patterns.vector.lower_masks
+      transform.apply_patterns.vector.lower_masked_transfers
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.apply_cse to %kernel : !transform.any_op
+
+    // Step 15. Tell IREE the kernel is finished and for which workgroup
+    // size, then print it: the driver reads the printout to check that the
+    // strategy really ran (python/tilefuse/verify.py).
+    %done = transform.param.constant #iree_codegen.translation_info<
+        pipeline = #iree_codegen.no_pipeline workgroup_size = [64, 1, 1]
+        subgroup_size = 8> {tilefuse.param = "translation_info"} -> !transform.any_param
+    transform.annotate %kernel "translation_info" = %done
+      : !transform.any_op, !transform.any_param
+    transform.print %kernel : !transform.any_op
+    transform.yield
+  }
+}
