@@ -10,6 +10,7 @@ from iree.compiler import ir
 from tilefuse.bench.costmodel import DispatchCost, io_floor, program_costs
 from tilefuse.bench.gpus import Gpu, SmLimits, dispatch_seconds, occupancy, program_seconds
 from tilefuse.bench.measure import compile_iree
+from tilefuse.bench.run import timing_repeat
 from tilefuse.driver import phase1_executable_sources
 from tilefuse.frontend import load_program
 from tilefuse.irutil import walk
@@ -128,6 +129,12 @@ SM80 = SmLimits(max_threads=2048, max_blocks=32, registers=65536, register_unit=
 )
 def test_occupancy(threads, registers, smem, expected):
     assert occupancy(threads, registers, smem, SM80) == pytest.approx(expected)
+
+
+def test_timing_repeat_shrinks_for_big_models():
+    assert timing_repeat(2_000_000, 10) == 10  # small: the limit
+    assert timing_repeat(100_000_000, 10) == 3  # ~256 MiB per timed call
+    assert timing_repeat(823_000_000, 10) == 1  # already long: no timing build
 
 
 def flow_dispatch_count(path, target, tmp_path) -> int:

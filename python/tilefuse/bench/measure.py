@@ -26,9 +26,10 @@ from .gpus import occupancy, sm_limits
 
 STATS_FLAGS = ("--iree-scheduling-dump-statistics-format=json",)
 # Lavapipe's fence waits return on a ~4 ms grid, coarser than many kernels.
-# Timing modules repeat every dispatch this many times inside one command
-# buffer (with barriers between), so one call's wait is shared by N runs of
-# each kernel; time per call / N is the kernels' time.
+# Timing modules repeat every dispatch N times inside one command buffer
+# (with barriers between), so one call's wait is shared by N runs of each
+# kernel; time per call / N is the kernels' time. N shrinks for models that
+# move much memory (run.timing_repeat): their calls are long already.
 REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
 
 
@@ -57,7 +58,7 @@ class KernelStats:
 class CompilerRun:
     compiler: str  # "tilefuse" or "iree"
     vmfb: bytes
-    timing_vmfb: bytes | None  # the same program with every dispatch repeated
+    timing_vmfb: bytes  # the program with every dispatch repeated timing_repeat times
     timing_repeat: int
     compile_seconds: float
     dispatch_count: int
@@ -81,7 +82,7 @@ def _checked_costs(sources: Path, count: int, what: str) -> ProgramCosts:
 def compile_tilefuse(
     program: Program, target: Target, workdir: Path, fusion: bool = True, repeat: int = 0
 ) -> CompilerRun:
-    """`repeat` > 0 also builds the timing module (dispatches repeated)."""
+    """`repeat` > 1 also builds a timing module with every dispatch repeated."""
     workdir.mkdir(parents=True, exist_ok=True)
     stats = workdir / "statistics.json"
     start = time.perf_counter()
@@ -90,8 +91,8 @@ def compile_tilefuse(
     )
     seconds = time.perf_counter() - start
     count = dispatch_count(stats)
-    timing = None
-    if repeat:
+    timing = result.vmfb
+    if repeat > 1:
         timing = compile_program(
             program,
             target,
@@ -103,7 +104,7 @@ def compile_tilefuse(
         compiler="tilefuse",
         vmfb=result.vmfb,
         timing_vmfb=timing,
-        timing_repeat=repeat,
+        timing_repeat=max(repeat, 1),
         compile_seconds=seconds,
         dispatch_count=count,
         costs=_checked_costs(workdir / "executable_sources.mlir", count, "tilefuse"),
@@ -112,8 +113,8 @@ def compile_tilefuse(
 
 
 def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 0) -> CompilerRun:
-    """Plain iree-compile, timed from the input file to the .vmfb; `repeat` > 0
-    also builds the timing module (dispatches repeated)."""
+    """Plain iree-compile, timed from the input file to the .vmfb; `repeat` > 1
+    also builds a timing module with every dispatch repeated."""
     workdir.mkdir(parents=True, exist_ok=True)
     source = phase1_input(program, target, workdir)
     stats = workdir / "statistics.json"
@@ -127,8 +128,8 @@ def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 
     # Bytes come from the same executable sources tilefuse reads (not timed).
     sources = phase1_executable_sources(source, target, workdir)
     count = dispatch_count(stats)
-    timing = None
-    if repeat:
+    timing = out.read_bytes()
+    if repeat > 1:
         timed = workdir / "timing.vmfb"
         iree_compile(
             [str(source), *target.compile_flags, f"{REPEAT_FLAG}={repeat}", "-o", str(timed)],
@@ -139,7 +140,7 @@ def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 
         compiler="iree",
         vmfb=out.read_bytes(),
         timing_vmfb=timing,
-        timing_repeat=repeat,
+        timing_repeat=max(repeat, 1),
         compile_seconds=seconds,
         dispatch_count=count,
         costs=_checked_costs(sources, count, "iree-compile"),
@@ -197,14 +198,13 @@ def run_and_time(
         f = CompiledModule(run.vmfb, device, config=config)[function]
         outputs = f(*inputs)
         run.outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
-    timed = [r for r in runs if r.timing_vmfb is not None]
-    functions = [CompiledModule(r.timing_vmfb, device, config=config)[function] for r in timed]
+    functions = [CompiledModule(r.timing_vmfb, device, config=config)[function] for r in runs]
     device_args = [f.to_device(*inputs) for f in functions]
     for _ in range(warmup):
         for f, args in zip(functions, device_args):
             f.invoke(args)
     for _ in range(repeats):
-        for run, f, args in zip(timed, functions, device_args):
+        for run, f, args in zip(runs, functions, device_args):
             start = time.perf_counter()
             f.invoke(args)
             run.wall_seconds.append((time.perf_counter() - start) / run.timing_repeat)

@@ -134,6 +134,7 @@ def to_json(results: list[ModelResult], gpu: str) -> dict:
             target=r.target,
             modeled_seconds_by_gpu=r.modeled_seconds,
             wall_seconds={c: r.runs[c].wall_seconds for c in COMPILERS},
+            dispatch_repeat=r.runs["tilefuse"].timing_repeat,
             reference=r.reference,
             tolerance=r.tolerance,
             max_error=r.max_error,

@@ -7,6 +7,7 @@ time and compile time (Vulkan targets), and numerics against numpy.
 """
 
 import importlib.util
+import math
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -198,14 +199,24 @@ def check_numerics(result: ModelResult, refs, tol) -> None:
     result.numerics = "ok (agree)" if ok else f"FAIL: compilers differ by {result.max_difference:g}"
 
 
+# Repeat dispatches until a timed call moves about this much memory.
+TIMED_CALL_BYTES = 256 * 2**20
+
+
+def timing_repeat(floor_bytes: int, limit: int) -> int:
+    """Dispatch repeats per timed call: up to `limit`, fewer for big models."""
+    return max(1, min(limit, math.ceil(TIMED_CALL_BYTES / max(floor_bytes, 1))))
+
+
 def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> ModelResult:
     """`progress(step)` is told what is happening, for the terminal's progress bar."""
     target = load_target(options.target)
     program = load_program(path)
     function = _entry(program)
     name = path.stem
+    floor = io_floor(program.text, function)
     # Nothing runs on CUDA here: no timing modules for it.
-    repeat = options.dispatch_repeat if target.backend != "cuda" else 0
+    repeat = timing_repeat(floor, options.dispatch_repeat) if target.backend != "cuda" else 0
     progress("compiling with tilefuse")
     runs = {
         "tilefuse": compile_tilefuse(
@@ -219,7 +230,7 @@ def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> M
         source=str(path),
         target=target.name,
         function=function,
-        floor_bytes=io_floor(program.text, function),
+        floor_bytes=floor,
         runs=runs,
         modeled_seconds={
             gpu: {c: program_seconds(runs[c].costs.dispatches, load_gpu(gpu)) for c in runs}
