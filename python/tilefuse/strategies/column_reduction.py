@@ -15,8 +15,11 @@ more threads on the reduced dim.
 import math
 from dataclasses import dataclass
 
+from iree.compiler import ir
+
 from ..dispatches import Dispatch
 from ..targets import Target
+from . import attrs
 
 # Body ops split_reduction can recombine (it needs the neutral element).
 COMBINERS = {"arith.addf", "arith.maximumf", "arith.minimumf", "arith.mulf", "arith.addi"}
@@ -147,3 +150,28 @@ def describe(p: dict) -> str:
         f"tile={p['workgroup_tile']} grid={p['grid']} wg={wg} split={p['split']} "
         f"vector={p['loop_vector'][-2]}{'' if p['exact'] else ' masked'}"
     )
+
+
+def attributes(p: dict, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/column_reduction.mlir."""
+    return {
+        "root_init": {"raw_position_list": attrs.i64_array([p["root_init"]], ctx)},
+        "split": {
+            "split_factor": attrs.i64(p["split"], ctx),
+            "insert_split_dimension": attrs.i64(p["insert_split_dimension"], ctx),
+        },
+        "workgroup_tile": {
+            "static_tile_sizes": attrs.i64_array(p["workgroup_tile"], ctx),
+            "mapping": attrs.mapping("block", p["workgroup_mapping"], ctx),
+        },
+        "thread_count": {"static_num_threads": attrs.i64_array(p["thread_count"], ctx)},
+        "reduction_step": attrs.static_sizes(p["reduction_step"], ctx),
+        "loop_vector": attrs.vector_sizes(p["loop_vector"], ctx),
+        "partial_vector": attrs.vector_sizes(p["partial_vector"], ctx),
+        "combine_threads": {"static_num_threads": attrs.i64_array(p["combine_threads"], ctx)},
+        "combine_step": attrs.static_sizes(p["combine_step"], ctx),
+        "combine_vector": attrs.vector_sizes(p["combine_vector"], ctx),
+        "output_threads": {"static_num_threads": attrs.i64_array(p["output_threads"], ctx)},
+        "output_vector": attrs.vector_sizes(p["output_vector"], ctx),
+        **attrs.workgroup(p["workgroup_dims"], p["subgroup_size"], ctx),
+    }

@@ -9,8 +9,11 @@ no masks); otherwise the last tile is ragged and masked.
 
 import math
 
+from iree.compiler import ir
+
 from ..dispatches import Dispatch
 from ..targets import Target
+from . import attrs
 
 MAX_RANK = 4
 # Leading dims beyond the grid's three become vector dims of each thread;
@@ -150,4 +153,21 @@ def library_params(rank: int, num_inputs: int, target: Target) -> dict:
         "subgroup_size": target.subgroup_size,
         "grid": [],
         "exact": False,
+    }
+
+
+def attributes(p: dict, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/loop.mlir."""
+    return {
+        "root_inputs": {"raw_position_list": attrs.i64_array(p["root_inputs"], ctx)},
+        "workgroup_tile": {
+            "static_tile_sizes": attrs.i64_array(p["workgroup_tile"], ctx),
+            "mapping": attrs.mapping("block", p["workgroup_mapping"], ctx),
+        },
+        "thread_count": {
+            "static_num_threads": attrs.i64_array(p["thread_count"], ctx),
+            "mapping": attrs.mapping("thread", p["thread_mapping"], ctx),
+        },
+        "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
+        **attrs.workgroup(p["workgroup_dims"], p["subgroup_size"], ctx),
     }

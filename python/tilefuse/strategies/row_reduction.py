@@ -24,8 +24,12 @@ T*V are all tail.
 
 import math
 
+from iree.compiler import ir
+
 from ..dispatches import Dispatch
+from ..irutil import walk
 from ..targets import Target
+from . import attrs
 
 # Combining ops whose identity the transform dialect knows (the partial
 # accumulator starts at it), by reduction name.
@@ -174,3 +178,51 @@ def describe(p: dict) -> str:
         f"grid={p['grid']} wg=[{p['threads']}, 1, 1] vector={p['vector']} "
         f"chunk={p['chunk'][-1]} {p['reduction']}{' ragged' if p['ragged'] else ''}"
     )
+
+
+def attributes(p: dict, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/row_reduction.mlir."""
+    return {
+        "root_inputs": {"raw_position_list": attrs.i64_array(p["root_inputs"], ctx)},
+        "root_init": {"operand_number": attrs.i64(p["root_init"], ctx)},
+        "workgroup_tile": {
+            "static_tile_sizes": attrs.i64_array(p["workgroup_tile"], ctx),
+            "mapping": attrs.mapping("block", p["workgroup_mapping"], ctx),
+        },
+        "full_length": {
+            "dimension": attrs.i64(p["reduced_dim"], ctx),
+            "static_chunk_sizes": attrs.i64(p["full_length"], ctx),
+        },
+        "chunk": {
+            "split_factor": attrs.i64(p["chunk"][-1], ctx),
+            "insert_split_dimension": attrs.i64(p["reduced_dim"], ctx),
+        },
+        "tail_chunk": {"tile_sizes": attrs.i64_list(p["chunk"], ctx)},
+        "chunk_threads": {"static_num_threads": attrs.i64_array(p["chunk_threads"], ctx)},
+        "chunk_step": attrs.static_sizes(p["chunk_step"], ctx),
+        "thread_count": {"static_num_threads": attrs.i64_array(p["thread_count"], ctx)},
+        "tail_tile": {"static_tile_sizes": attrs.i64_array(p["tail_tile"], ctx)},
+        "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
+        "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
+        **attrs.workgroup([p["threads"], 1, 1], p["subgroup_size"], ctx),
+    }
+
+
+# Steps of transform_scripts/row_reduction.mlir that only one layout needs.
+RAGGED_TAIL = "tilefuse.ragged_tail"
+FULL_CHUNKS = "tilefuse.full_chunks"
+DIVISIBLE = "tilefuse.divisible"
+
+
+def edit_sequence(seq: ir.Operation, p: dict) -> None:
+    """Keep the steps of the chosen layout (see the script's header)."""
+    if p["layout"] == "divisible":
+        attrs.erase_tagged(seq, {RAGGED_TAIL})
+    elif p["layout"] == "ragged":
+        attrs.erase_tagged(seq, {DIVISIBLE})
+    else:  # "short": no full chunk; the whole row is the tail
+        # The split leaves the whole row in its first part, so the tail
+        # steps get that handle instead.
+        (split,) = [op for op in walk(seq) if op.name == "transform.split_handle"]
+        split.results[1].replace_all_uses_with(split.results[0])
+        attrs.erase_tagged(seq, {DIVISIBLE, FULL_CHUNKS})

@@ -38,6 +38,7 @@ from iree.compiler import ir
 
 from ..dispatches import Dispatch
 from ..targets import Target
+from . import attrs
 from .row_reduction import COMBINERS, MAX_ACCUMULATOR_BITS
 
 # Target vectors (of V elements) per thread when sizing T, as in
@@ -236,3 +237,24 @@ def describe(p: dict) -> str:
         f"chunk={p['row_chunk'][-1]} reductions={p['reductions']} "
         f"shared={p['shared_bytes']}B{' ragged' if p['ragged'] else ''}"
     )
+
+
+def attributes(p: dict, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/softmax.mlir."""
+    return {
+        "reduction_chunk": {"tile_sizes": attrs.i64_list(p["reduction_chunk"], ctx)},
+        "row_chunk": attrs.static_sizes(p["row_chunk"], ctx),
+        "thread_tile": {"static_tile_sizes": attrs.i64_array(p["thread_tile"], ctx)},
+        "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
+        "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
+        **attrs.workgroup([p["threads"], 1, 1], p["subgroup_size"], ctx),
+    }
+
+
+RAGGED_TAIL = "tilefuse.ragged_tail"
+
+
+def edit_sequence(seq: ir.Operation, p: dict) -> None:
+    """A row the chunk divides has no peeled chunk: drop its steps."""
+    if not p["peel"]:
+        attrs.erase_tagged(seq, {RAGGED_TAIL})
