@@ -5,12 +5,13 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from iree.compiler import ir
 from tilefuse.bench.costmodel import DispatchCost, io_floor, program_costs
 from tilefuse.bench.gpus import Gpu, SmLimits, dispatch_seconds, occupancy, program_seconds
 from tilefuse.bench.measure import compile_iree
-from tilefuse.bench.run import timing_repeat
+from tilefuse.bench.run import max_abs_error, timing_repeat
 from tilefuse.driver import phase1_executable_sources
 from tilefuse.frontend import load_program
 from tilefuse.irutil import walk
@@ -129,6 +130,12 @@ SM80 = SmLimits(max_threads=2048, max_blocks=32, registers=65536, register_unit=
 )
 def test_occupancy(threads, registers, smem, expected):
     assert occupancy(threads, registers, smem, SM80) == pytest.approx(expected)
+
+
+def test_numerics_error_counts_one_sided_nan_as_infinite():
+    a = np.array([1.0, np.nan, 3.0], np.float32)
+    assert max_abs_error(a, np.array([1.0, np.nan, 3.5])) == 0.5  # NaN on both sides agrees
+    assert max_abs_error(a, np.array([1.0, 2.0, 3.0])) == np.inf
 
 
 def test_timing_repeat_shrinks_for_big_models():

@@ -177,18 +177,24 @@ def model_inputs(path: Path, program: Program, function: str):
     return random_inputs(signature, rng), None, None
 
 
-def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.max(np.abs(a.astype(np.float64) - np.asarray(b, dtype=np.float64)), initial=0))
+def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest |a - b|; a NaN on one side only is an infinite error (a NaN
+    would otherwise compare as within any tolerance)."""
+    a, b = a.astype(np.float64), np.asarray(b, dtype=np.float64)
+    diff = np.abs(a - b)
+    diff[np.isnan(a) & np.isnan(b)] = 0.0
+    diff[np.isnan(diff)] = np.inf
+    return float(np.max(diff, initial=0))
 
 
 def check_numerics(result: ModelResult, refs, tol) -> None:
     tf, iree = result.runs["tilefuse"].outputs, result.runs["iree"].outputs
-    result.max_difference = max((_max_abs(a, b) for a, b in zip(tf, iree)), default=0.0)
+    result.max_difference = max((max_abs_error(a, b) for a, b in zip(tf, iree)), default=0.0)
     if refs is not None:
         result.reference, result.tolerance = "numpy", tol
         for compiler in COMPILERS:
             outs = result.runs[compiler].outputs
-            result.max_error[compiler] = max(_max_abs(o, r) for o, r in zip(outs, refs))
+            result.max_error[compiler] = max(max_abs_error(o, r) for o, r in zip(outs, refs))
         bad = [c for c in COMPILERS if result.max_error[c] > tol]
         result.numerics = f"FAIL: {', '.join(bad)} over {tol:g}" if bad else "ok"
         return
