@@ -44,8 +44,9 @@ class DispatchReport:
 def printed_kernels(stderr: str) -> dict[str, str]:
     """Function name -> IR text, for every function the strategies printed."""
     kernels = {}
-    # Phase 2 compiles dispatches on several threads: two headers can come
-    # before their two printouts, so each chunk may hold several functions.
+    # With threading, two headers can come before their two printouts (the
+    # driver now runs phase 2 on one thread, but a log may come from
+    # elsewhere), so each chunk is split into the functions it holds.
     for chunk in stderr.split(PRINT_HEADER)[1:]:
         for text in _functions_in(chunk):
             kernels.update(_parse_kernel(text))
