@@ -66,11 +66,13 @@ def inputs(shape, dtype, op, seed=0):
     return x.astype(NUMPY[dtype])
 
 
-def check_case(shape, dtype, op, reduced=1):
+def check_case(shape, dtype, op, reduced=1, params=""):
+    """Numerics of one case; `params` must occur in the strategy's parameters."""
     module = tilefuse.compile(row_reduce(shape, dtype, op, reduced), target="vulkan")
     assert [(r.strategy, r.status) for r in module.reports] == [("row_reduction", "applied")], [
         r.line() for r in module.reports
     ]
+    assert params in module.reports[0].params, module.reports[0].line()
     x = inputs(shape, dtype, op)
     axes = tuple(range(len(shape) - reduced, len(shape)))
     ref = REFERENCE[op](x.astype(np.float64), axis=axes)
@@ -164,8 +166,9 @@ def test_ir_ragged_row(tmp_path):
     tail of 8. Each thread loops over the chunks reading 4-wide vectors of the
     input in place, accumulating in registers, with no barrier in the loop;
     the tail goes into a second accumulator; then subgroup shuffles. Nothing
-    is allocated but workgroup memory (no padded copy of the input)."""
-    kernel, report = kernel_of((64, 1000), tmp_path)
+    is allocated but workgroup memory (no padded copy of the input). 63 rows:
+    odd, so one row per workgroup."""
+    kernel, report = kernel_of((63, 1000), tmp_path)
     assert "ragged" in report.params and "31 chunks of 32, tail of 8" in report.reason
     filecheck(
         kernel,
@@ -227,6 +230,54 @@ def test_short_rows_are_all_tail(tmp_path):
     kernel, report = kernel_of((16, 5), tmp_path)
     assert "no full chunk" in report.reason
     assert "scf.for" not in kernel and "gpu.shuffle" in kernel
+
+
+# Rows that take one subgroup each share a workgroup, R rows on thread y
+# (R*T about the preferred 128 threads, R dividing the innermost row count):
+# rows of 1000 f32 -> 16 rows; 64 rows of 33 f16 -> 16; a rank-3 [4, 6, 33]
+# -> 2 (the largest power of two dividing 6); 12 rows of 5 -> 4.
+MULTI_ROW = [
+    ((4096, 1000), "f32", "add", 16),
+    ((64, 33), "f16", "add", 16),
+    ((4, 6, 33), "f32", "max", 2),
+    ((12, 5), "bf16", "min", 4),
+    ((16, 256), "f32", "mul", 16),
+]
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,op,rows", MULTI_ROW, ids=[f"{s}-{t}-{o}" for s, t, o, _ in MULTI_ROW]
+)
+def test_several_rows_per_workgroup(shape, dtype, op, rows):
+    check_case(shape, dtype, op, params=f"wg=[8, {rows}, 1]")
+
+
+def test_ir_several_rows_per_workgroup(tmp_path):
+    """Rows of 1000 on lavapipe: 16 rows per [8, 16, 1] workgroup, each row on
+    its own thread y with [16, 32] accumulators; every row's combine is an
+    8-lane shuffle reduction (no warp op left) written by lane 0."""
+    kernel, report = kernel_of((64, 1000), tmp_path)
+    assert "16 rows per workgroup" in report.reason
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: workgroup_size = [8, 16, 1] subgroup_size = 8
+CHECK: memref.alloc() {{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>
+CHECK: gpu.thread_id y
+CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<4xf32>)
+CHECK-NOT: gpu.barrier
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK: gpu.barrier
+CHECK: gpu.shuffle xor
+CHECK-NOT: gpu.warp_execute_on_lane_0
+CHECK: arith.cmpi eq, %thread_id_x
+CHECK: return
+""",
+        tmp_path,
+    )
+    assert barriers_in_loops(kernel) == 0
+    assert only_workgroup_allocations(kernel)
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")

@@ -15,6 +15,15 @@
 // subgroup writes its value to workgroup memory, and after a barrier one
 // subgroup shuffles those values into the row's result.
 //
+// Several rows per workgroup: when a row takes one subgroup (T = subgroup
+// size), R rows share a workgroup [T, R, 1] (XLA does likewise for short
+// rows): the innermost parallel dim is tiled by R onto the grid, each thread
+// forall gets R threads along y (one row each) before its T along x, and the
+// combine forall gives each row its own thread y, guarded by
+// `thread_id.x < 1`, so that step 10 makes one T-lane warp op per row. One
+// subgroup per workgroup would cap occupancy (32 one-warp blocks per SM on
+// CUDA: 50%) and make thousands of tiny workgroups.
+//
 // Rows that T*V does not divide ("ragged"): the first C*T*V elements go as
 // above and the r < T*V left over (the tail) into a second T*V accumulator,
 // thread t taking the V elements at t*V of the tail (ceil(r / V) threads, the
@@ -27,7 +36,9 @@
 // python/tilefuse/strategies/row_reduction.py. The parameters:
 //   root_inputs        positions of the root's inputs (its producers are fused)
 //   root_init          position of the root's init operand (the fill of the result)
-//   workgroup_tile     one row per workgroup: 1 for every parallel dim
+//   workgroup_tile     rows per workgroup: 1 for every parallel dim but R
+//                      for the innermost
+//   combine_threads    one thread y per row for the combine (R, or 1)
 //   full_length        C*T*V: where the tail starts (the row length if T*V divides it)
 //   chunk              T*V: the elements of one chunk
 //   chunk_threads      T threads along a chunk's T*V columns
@@ -36,7 +47,9 @@
 //   thread_count       T threads, for the tail accumulator's fill
 //   vector_sizes       the V-wide vector of a thread (1 for parallel dims)
 //   warp_size          T: the combine is distributed over all T threads
-//   workgroup_dims     workgroup size [T, 1, 1] and the target's subgroup size
+//   workgroup_dims     workgroup size [T, R, 1] and the target's subgroup size
+// (chunk_threads, tail_tile and thread_count also get their thread mapping:
+// [x] for one row per workgroup, [y, x] for R rows.)
 //   translation_info   the final pipeline annotation
 // Ops marked `tilefuse.ragged_tail` handle the tail; the driver deletes them
 // when T*V divides the row. Ops marked `tilefuse.full_chunks` handle the
@@ -170,14 +183,14 @@ module attributes {transform.with_named_sequence} {
     %last_init = transform.get_producer_of_operand %tail_combine[1] {tilefuse.ragged_tail}
       : (!transform.any_op) -> !transform.any_op
     %thread_combine, %combine_forall = transform.structured.tile_using_forall %tail_combine
-        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.ragged_tail}
+        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads", tilefuse.ragged_tail}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %combine_inits = transform.merge_handles deduplicate %last_init, %wg_init {tilefuse.ragged_tail} : !transform.any_op
     %fused_inits, %combine_forall_1 = transform.structured.fuse_into_containing_op %combine_inits into %combine_forall {tilefuse.ragged_tail}
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.annotate %combine_forall_1 "tilefuse.combine" {tilefuse.ragged_tail} : !transform.any_op
     %thread_combine_d, %combine_forall_d = transform.structured.tile_using_forall %combine
-        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.divisible}
+        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads", tilefuse.divisible}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %fused_init_d, %combine_forall_d1 = transform.structured.fuse_into_containing_op %wg_init into %combine_forall_d {tilefuse.divisible}
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)

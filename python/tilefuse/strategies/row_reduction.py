@@ -19,7 +19,10 @@ one CPU thread, that is what costs (32768x1024 f32 sums: 64 threads 1.2-1.3x
 IREE's time, 8-16 threads 1.0-1.1x). Rows that T*V does not divide get their last
 r < T*V elements (the tail) added into a second accumulator, one masked
 vector per thread (never a padded copy); rows shorter than one subgroup's
-T*V are all tail.
+T*V are all tail. When a row gets a single subgroup (T = subgroup size), R
+rows share a workgroup [T, R, 1] (R*T up to the preferred thread count, R
+dividing the innermost row count): on CUDA a one-warp block per row caps
+occupancy at 50% (sm_80, 4096x1000 f32: 32 threads 50% -> 256 threads 100%).
 """
 
 import math
@@ -61,6 +64,21 @@ def _next_pow2(n: int) -> int:
 
 def _pow2_at_most(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
+
+
+def _rows_per_workgroup(rows: list[int], threads: int, target: Target) -> int:
+    """R rows per workgroup when a row takes a single subgroup (XLA packs
+    short rows likewise): one subgroup-sized workgroup per row caps occupancy
+    (32 one-warp blocks per SM on CUDA) and makes many tiny workgroups. R is
+    the largest power of two with R*T <= the preferred thread count that
+    divides the innermost row count (so every workgroup gets full rows)."""
+    if threads != target.subgroup_size or not rows:
+        return 1
+    most = max(1, min(target.preferred_threads, target.max_threads) // threads)
+    r = _pow2_at_most(most)
+    while r > 1 and rows[-1] % r:
+        r //= 2
+    return r
 
 
 def _check(d: Dispatch) -> str | None:
@@ -133,30 +151,31 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     # per subgroup.
     acc_bytes = max(4, d.outputs[0].bits // 8)
     accumulators = 1 if layout == "divisible" else 2
-    shared = accumulators * chunk * acc_bytes + (threads // sg) * 4
+    per_wg = _rows_per_workgroup(rows, threads, target)
+    shared = per_wg * (accumulators * chunk * acc_bytes + (threads // sg) * 4)
     if shared > target.shared_memory_bytes:
         return None, f"{shared} bytes of workgroup memory > {target.shared_memory_bytes}"
     # Grid: innermost parallel dim to x, then y, z.
-    grid = list(reversed(rows)) + [1] * (3 - parallel)
+    grid = list(reversed(rows[:-1])) + [1] * (3 - parallel)
+    grid.insert(0, rows[-1] // per_wg)
     for axis, (count, limit) in enumerate(zip(grid, target.max_workgroup_count)):
         if count > limit:
             return None, f"grid {'xyz'[axis]} would be {count} > {limit} workgroups"
     params = {
         "root_inputs": list(range(len(d.inputs))),
         "root_init": len(d.inputs),
-        "workgroup_tile": [1] * parallel,
+        "workgroup_tile": [1] * (parallel - 1) + [per_wg],
         "workgroup_mapping": ["z", "y", "x"][3 - parallel :],
         "reduced_dim": parallel,
         # The split point: where the tail starts (n: no tail; a short row is
         # all tail, the driver then hands the whole row to the tail steps).
         "full_length": full or n,
         "chunk": [0] * parallel + [chunk],
-        "chunk_threads": [0] * parallel + [0, threads],
         "chunk_step": [0] * parallel + [1, 0],
-        "thread_count": [0] * parallel + [threads],
-        "tail_tile": [0] * parallel + [vector],
+        **_thread_tiles(parallel, per_wg, threads, vector),
         "vector_sizes": [1] * parallel + [vector],
         "threads": threads,
+        "rows_per_workgroup": per_wg,
         "vector": vector,
         "subgroup_size": sg,
         "grid": grid,
@@ -167,21 +186,50 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     }
     chunks = f"{full // chunk} chunks of {chunk}" if full else "no full chunk"
     notes = f", tail of {n - full} masked" if full != n else ""
+    if per_wg > 1:
+        notes += f", {per_wg} rows per workgroup"
     kind = params["reduction"]
     return params, (
         f"{kind}-reduction of rows of {n}, {threads} threads x {vector}-vectors, {chunks}{notes}"
     )
 
 
+def _thread_tiles(parallel: int, per_wg: int, threads: int, vector: int) -> dict:
+    """Thread-level tiling. One row per workgroup: the T threads along the
+    row on x. R rows: each row also gets its own thread y (the innermost
+    parallel dim is tiled by R threads, one row each), and the combine of
+    row y runs on the threads x of that y, behind a `thread_id.x < 1` guard
+    that step 10 turns into a T-lane warp op."""
+    if per_wg == 1:
+        lead, x = [0] * parallel, ["x"]
+        return {
+            "chunk_threads": lead + [0, threads],
+            "thread_count": lead + [threads],
+            "tail_tile": lead + [vector],
+            "combine_threads": [1],
+            "thread_mapping": x,
+        }
+    lead = [0] * (parallel - 1)
+    return {
+        "chunk_threads": lead + [per_wg, 0, threads],
+        "thread_count": lead + [per_wg, threads],
+        "tail_tile": lead + [1, vector],
+        "combine_threads": lead + [per_wg],
+        "thread_mapping": ["y", "x"],
+    }
+
+
 def describe(p: dict) -> str:
     return (
-        f"grid={p['grid']} wg=[{p['threads']}, 1, 1] vector={p['vector']} "
+        f"grid={p['grid']} wg=[{p['threads']}, {p['rows_per_workgroup']}, 1] "
+        f"vector={p['vector']} "
         f"chunk={p['chunk'][-1]} {p['reduction']}{' ragged' if p['ragged'] else ''}"
     )
 
 
 def attributes(p: dict, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/row_reduction.mlir."""
+    threads = attrs.mapping("thread", p["thread_mapping"], ctx)
     return {
         "root_inputs": {"raw_position_list": attrs.i64_array(p["root_inputs"], ctx)},
         "root_init": {"operand_number": attrs.i64(p["root_init"], ctx)},
@@ -198,13 +246,25 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
             "insert_split_dimension": attrs.i64(p["reduced_dim"], ctx),
         },
         "tail_chunk": {"tile_sizes": attrs.i64_list(p["chunk"], ctx)},
-        "chunk_threads": {"static_num_threads": attrs.i64_array(p["chunk_threads"], ctx)},
+        "chunk_threads": {
+            "static_num_threads": attrs.i64_array(p["chunk_threads"], ctx),
+            "mapping": threads,
+        },
         "chunk_step": attrs.static_sizes(p["chunk_step"], ctx),
-        "thread_count": {"static_num_threads": attrs.i64_array(p["thread_count"], ctx)},
-        "tail_tile": {"static_tile_sizes": attrs.i64_array(p["tail_tile"], ctx)},
+        "thread_count": {
+            "static_num_threads": attrs.i64_array(p["thread_count"], ctx),
+            "mapping": threads,
+        },
+        "tail_tile": {
+            "static_tile_sizes": attrs.i64_array(p["tail_tile"], ctx),
+            "mapping": threads,
+        },
+        "combine_threads": {
+            "static_num_threads": attrs.i64_array(p["combine_threads"], ctx),
+        },
         "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
         "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
-        **attrs.workgroup([p["threads"], 1, 1], p["subgroup_size"], ctx),
+        **attrs.workgroup([p["threads"], p["rows_per_workgroup"], 1], p["subgroup_size"], ctx),
     }
 
 
