@@ -15,6 +15,7 @@ from tilefuse.bench.run import max_abs_error, timing_repeat
 from tilefuse.driver import phase1_executable_sources
 from tilefuse.frontend import load_program
 from tilefuse.irutil import walk
+from tilefuse.ptx import dynamic_shared_bytes, llvm_type_bytes
 from tilefuse.targets import load_target
 from tilefuse.toolchain import iree_compile
 
@@ -144,6 +145,21 @@ def test_timing_repeat_shrinks_for_big_models():
     assert timing_repeat(823_000_000, 10) == 1  # already long: no timing build
 
 
+def test_dynamic_shared_memory_from_llvm_ir(tmp_path):
+    """IREE packs workgroup allocations into dynamic shared memory (ptxas -v
+    reports 0): bench sums the addrspace(3) globals, each aligned."""
+    assert llvm_type_bytes("[1 x [128 x float]]") == 512
+    assert llvm_type_bytes("<4 x half>") == 8
+    ll = tmp_path / "k.linked.ll"
+    ll.write_text(
+        "@__dynamic_shared_memory__ = external addrspace(3) global [0 x i8], align 16\n"
+        "@__shared_memory___0 = private addrspace(3) global [1 x float] undef, align 64\n"
+        "@__shared_memory__ = private addrspace(3) global [2 x [8 x float]] undef, align 64\n"
+        "@other = private addrspace(1) global [4 x float] undef, align 16\n"
+    )
+    assert dynamic_shared_bytes(ll) == 64 + 64  # 4 B and 64 B, each padded to 64
+
+
 def flow_dispatch_count(path, target, tmp_path) -> int:
     out = tmp_path / "flow.mlir"
     iree_compile([str(path), *target.compile_flags, "--compile-to=flow", "-o", str(out)], "flow")
@@ -206,6 +222,10 @@ def test_bench_cuda_report(tmp_path, root):
         for k in model["kernels"]["tilefuse"]:
             assert k["spill_bytes"] == 0, (model["model"], k)
         assert model["wall_seconds"]["tilefuse"] == []  # no CUDA device to time on
+    # The row kernel combines subgroups through workgroup memory, which IREE
+    # puts in dynamic shared memory: the figure must include it.
+    [row_sum] = [m for m in models if m["model"] == "row_sum_f32"]
+    assert all(k["shared_bytes"] > 0 for k in row_sum["kernels"]["tilefuse"])
     assert "## Kernels (ptxas -v)" in (tmp_path / "bench-cuda.md").read_text()
 
 

@@ -73,3 +73,45 @@ def threads_per_block(ptx_files: list[Path]) -> dict[str, int]:
                 found[current] = math.prod(int(g) for g in m.groups() if g)
                 current = None
     return found
+
+
+# IREE turns workgroup allocations into addrspace(3) globals in the LLVM IR,
+# then packs them into `__dynamic_shared_memory__`, which ptxas -v does not
+# count. Their sizes come from the dumped `.linked.ll` of each executable.
+_SHARED_GLOBAL = re.compile(
+    r"^@\S+ = (?:private |internal )?addrspace\(3\) global (.+?) "
+    r"(?:undef|zeroinitializer|poison), align (\d+)",
+    re.MULTILINE,
+)
+_LLVM_SCALAR_BYTES = {
+    "i1": 1,
+    "i8": 1,
+    "i16": 2,
+    "half": 2,
+    "bfloat": 2,
+    "i32": 4,
+    "float": 4,
+    "i64": 8,
+    "double": 8,
+}
+_LLVM_AGGREGATE = re.compile(r"^[\[<](\d+) x (.+)[\]>]$")
+
+
+def llvm_type_bytes(text: str) -> int:
+    """Bytes of an LLVM array/vector/scalar type such as `[1 x [128 x float]]`."""
+    text = text.strip()
+    if m := _LLVM_AGGREGATE.match(text):
+        return int(m.group(1)) * llvm_type_bytes(m.group(2))
+    if text not in _LLVM_SCALAR_BYTES:
+        raise TilefuseError(f"unknown LLVM type in shared memory: {text}")
+    return _LLVM_SCALAR_BYTES[text]
+
+
+def dynamic_shared_bytes(linked_ll: Path) -> int:
+    """Workgroup memory of one executable: its addrspace(3) globals, each
+    rounded up to its alignment (how IREE packs them)."""
+    total = 0
+    for m in _SHARED_GLOBAL.finditer(linked_ll.read_text()):
+        align = int(m.group(2))
+        total += math.ceil(llvm_type_bytes(m.group(1)) / align) * align
+    return total

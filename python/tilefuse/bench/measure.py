@@ -87,7 +87,12 @@ def compile_tilefuse(
     stats = workdir / "statistics.json"
     start = time.perf_counter()
     result = compile_program(
-        program, target, dump_dir=workdir, phase1_flags=stats_flags(stats), fusion=fusion
+        program,
+        target,
+        dump_dir=workdir,
+        phase1_flags=stats_flags(stats),
+        fusion=fusion,
+        phase2_flags=intermediates_flags(workdir, target),
     )
     seconds = time.perf_counter() - start
     count = dispatch_count(stats)
@@ -122,6 +127,7 @@ def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 
     args = [str(source), *target.compile_flags, *stats_flags(stats), "-o", str(out)]
     if target.backend == "cuda":
         args.append(f"--iree-hal-dump-executable-binaries-to={workdir / 'binaries'}")
+        args += intermediates_flags(workdir, target)
     start = time.perf_counter()
     iree_compile(args, "baseline iree-compile")
     seconds = time.perf_counter() - start
@@ -153,29 +159,45 @@ def cuda_targets() -> list[Target]:
     return [t for t in targets if t.backend == "cuda"]
 
 
+def intermediates_flags(workdir: Path, target: Target) -> tuple[str, ...]:
+    """CUDA: also dump each executable's LLVM IR next to its PTX, for the
+    workgroup memory ptxas does not see (ptx.dynamic_shared_bytes)."""
+    if target.backend != "cuda":
+        return ()
+    return (f"--iree-hal-dump-executable-intermediates-to={workdir / 'binaries'}",)
+
+
 def kernel_stats(workdir: Path, target: Target) -> list[KernelStats]:
     files = sorted((workdir / "binaries").glob("*.ptx"))
     if not files:
         raise TilefuseError(f"no PTX was dumped to {workdir / 'binaries'}")
-    resources = ptx.assemble(files, target.ptxas_arch)
-    threads = ptx.threads_per_block(files)
     sm = sm_limits(target.ptxas_arch)
     stats = []
-    for name, res in sorted(resources.items()):
-        if name not in threads:
-            raise TilefuseError(f"kernel {name} has no .maxntid/.reqntid in its PTX")
-        stats.append(
-            KernelStats(
-                kernel=name,
-                arch=target.ptxas_arch,
-                registers=res.registers,
-                spill_bytes=res.spill_store_bytes + res.spill_load_bytes,
-                shared_bytes=res.shared_bytes,
-                threads=threads[name],
-                occupancy=occupancy(threads[name], res.registers, res.shared_bytes, sm),
+    for file in files:
+        resources = ptx.assemble([file], target.ptxas_arch)
+        threads = ptx.threads_per_block([file])
+        linked = file.with_name(file.stem + ".linked.ll")
+        if not linked.is_file():
+            raise TilefuseError(f"no LLVM IR dumped next to {file}")
+        # Static (ptxas) plus dynamic (IREE's packed workgroup allocations);
+        # an executable with several kernels charges each the whole amount.
+        dynamic = ptx.dynamic_shared_bytes(linked)
+        for name, res in sorted(resources.items()):
+            if name not in threads:
+                raise TilefuseError(f"kernel {name} has no .maxntid/.reqntid in its PTX")
+            shared = res.shared_bytes + dynamic
+            stats.append(
+                KernelStats(
+                    kernel=name,
+                    arch=target.ptxas_arch,
+                    registers=res.registers,
+                    spill_bytes=res.spill_store_bytes + res.spill_load_bytes,
+                    shared_bytes=shared,
+                    threads=threads[name],
+                    occupancy=occupancy(threads[name], res.registers, shared, sm),
+                )
             )
-        )
-    return stats
+    return sorted(stats, key=lambda k: k.kernel)
 
 
 def run_and_time(
