@@ -20,6 +20,7 @@ from iree.compiler import ir
 from ..dispatches import Dispatch
 from ..targets import Target
 from . import attrs
+from .sizes import next_pow2
 
 # Body ops split_reduction can recombine (it needs the neutral element).
 COMBINERS = {"arith.addf", "arith.maximumf", "arith.minimumf", "arith.mulf", "arith.addi"}
@@ -63,10 +64,6 @@ def _check(d: Dispatch) -> str | None:
     return None
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def _split(reduced: int, limit: int) -> int | None:
     """Largest divisor of the reduced length in [2, limit], if any."""
     best = None
@@ -93,9 +90,9 @@ def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict |
     max_vector = max(1, target.vector_bits // bits)
     if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs):
         max_vector = min(max_vector, target.bf16_vector_elements)
-    vector = min(max_vector, _pow2_at_least(kept))
+    vector = min(max_vector, next_pow2(kept))
     want = tuning.threads or target.preferred_threads
-    threads_x = min(want, _pow2_at_least(math.ceil(kept / vector)))
+    threads_x = min(want, next_pow2(math.ceil(kept / vector)))
     rows = batch[0] if batch else 1
     # Narrower workgroups (down to one subgroup) when that gives more of them.
     while threads_x > target.subgroup_size and math.ceil(kept / (threads_x * vector)) * rows < 4:

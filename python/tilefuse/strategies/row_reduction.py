@@ -33,6 +33,7 @@ from ..dispatches import Dispatch
 from ..irutil import walk
 from ..targets import Target
 from . import attrs
+from .sizes import next_pow2, pow2_at_most
 
 # Combining ops whose identity the transform dialect knows (the partial
 # accumulator starts at it), by reduction name.
@@ -58,14 +59,6 @@ VECTORS_PER_THREAD = 64
 MAX_ACCUMULATOR_BITS = 32
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
-def _pow2_at_most(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
-
-
 def _rows_per_workgroup(rows: list[int], threads: int, target: Target) -> int:
     """R rows per workgroup when a row takes a single subgroup (XLA packs
     short rows likewise): one subgroup-sized workgroup per row caps occupancy
@@ -75,7 +68,7 @@ def _rows_per_workgroup(rows: list[int], threads: int, target: Target) -> int:
     if threads != target.subgroup_size or not rows:
         return 1
     most = max(1, min(target.preferred_threads, target.max_threads) // threads)
-    r = _pow2_at_most(most)
+    r = pow2_at_most(most)
     while r > 1 and rows[-1] % r:
         r //= 2
     return r
@@ -127,7 +120,7 @@ def _vector(d: Dispatch, target: Target, n: int) -> int:
         # SPIR-V vectors hold at most 4 elements: an f32 accumulator of an
         # 8-wide f16 load does not legalize there, so size V by it too.
         vector = min(vector, max(1, target.vector_bits // d.outputs[0].bits))
-    return min(vector, _pow2_at_most(n))
+    return min(vector, pow2_at_most(n))
 
 
 def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
@@ -139,7 +132,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     sg = target.subgroup_size
     vector = _vector(d, target, n)
     max_threads = max(sg, min(target.preferred_threads, target.max_threads, sg * sg))
-    threads = min(max(_next_pow2(math.ceil(n / (vector * VECTORS_PER_THREAD))), sg), max_threads)
+    threads = min(max(next_pow2(math.ceil(n / (vector * VECTORS_PER_THREAD))), sg), max_threads)
     # A row shorter than one chunk: narrower vectors first, so that the chunk
     # loop still has work (the tail takes the rest).
     while vector > 1 and threads * vector > n:

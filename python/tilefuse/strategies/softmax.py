@@ -40,6 +40,7 @@ from ..dispatches import Dispatch
 from ..targets import Target
 from . import attrs
 from .row_reduction import COMBINERS, MAX_ACCUMULATOR_BITS
+from .sizes import next_pow2
 
 # Target vectors (of V elements) per thread when sizing T, as in
 # row_reduction.py: few threads keep the combines cheap (lavapipe runs a
@@ -63,14 +64,6 @@ GROUP_COMBINERS = {
 }
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
-def _pow2_at_most(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
-
-
 def layout(n: int, bits: int, target: Target) -> tuple[int, int]:
     """(threads T, vector V) for rows of n elements, the widest being `bits`."""
     vector = max(1, target.vector_bits // bits)
@@ -82,7 +75,7 @@ def layout(n: int, bits: int, target: Target) -> tuple[int, int]:
         vector //= 2
     sg = target.subgroup_size
     most = max(sg, min(target.preferred_threads, target.max_threads, sg * sg))
-    threads = min(max(_next_pow2(math.ceil(n / (vector * VECTORS_PER_THREAD))), sg), most)
+    threads = min(max(next_pow2(math.ceil(n / (vector * VECTORS_PER_THREAD))), sg), most)
     return threads, vector
 
 
