@@ -12,7 +12,41 @@ NUMPY_TYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
 
 
 def tensor(shape, dtype):
-    return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+    """`tensor<2x3xf32>`; a rank-0 shape gives `tensor<f32>`."""
+    return f"tensor<{''.join(f'{s}x' for s in shape)}{dtype}>"
+
+
+# Reductions the tests build: StableHLO body op, init value (the identity),
+# numpy reference.
+REDUCE_OPS = {
+    "add": ("add", "0.000000e+00", np.sum),
+    "max": ("maximum", "0xFF800000", np.max),
+    "min": ("minimum", "0x7F800000", np.min),
+    "mul": ("multiply", "1.000000e+00", np.prod),
+}
+
+
+def reduce_program(shape, dims, dtype, op):
+    """StableHLO: x converted to f32 (for f16/bf16, so it accumulates in f32),
+    then reduced over `dims` with `op`."""
+    out = [s for i, s in enumerate(shape) if i not in dims]
+    x32, r32 = tensor(shape, "f32"), tensor(out, "f32")
+    body, init, _ = REDUCE_OPS[op]
+    lines = [f"func.func @main(%x: {tensor(shape, dtype)}) -> {r32} {{"]
+    value = "%x"
+    if dtype != "f32":
+        lines.append(f"  %c = stablehlo.convert %x : ({tensor(shape, dtype)}) -> {x32}")
+        value = "%c"
+    lines += [
+        f"  %init = stablehlo.constant dense<{init}> : tensor<f32>",
+        (
+            f"  %r = stablehlo.reduce({value} init: %init) applies stablehlo.{body} across "
+            f"dimensions = {list(dims)} : ({x32}, tensor<f32>) -> {r32}"
+        ),
+        f"  return %r : {r32}",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def broadcast_chain(shape, bshape, dtype):

@@ -1,4 +1,4 @@
-"""The column-reduction strategy: numerics on Vulkan (lavapipe), IR, CUDA.
+"""The column-reduction strategy: numerics on Vulkan (lavapipe) and its IR (CUDA: test_cuda_ptx.py).
 
 Every numerics case asserts that the dispatch ran `column_reduction` (no
 fallback) and compares with numpy in float64. Tolerances per output element:
@@ -9,47 +9,20 @@ to f32 by the program, so numpy sees the same values the kernel adds.
 """
 
 import math
-import shutil
 
 import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
+from conftest import REDUCE_OPS, reduce_program
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from references import SAMPLES
 from test_ir import filecheck
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
-INIT = {"add": "0.000000e+00", "max": "0xFF800000", "min": "0x7F800000", "mul": "1.000000e+00"}
-HLO = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}
-NUMPY_OP = {"add": np.sum, "max": np.max, "min": np.min, "mul": np.prod}
 # Inputs of at most this many elements keep a hypothesis example near 1 s.
 MAX_ELEMENTS = 1 << 21
-
-
-def _t(shape, dtype):
-    return "tensor<" + "".join(f"{s}x" for s in shape) + dtype + ">"
-
-
-def reduce_program(shape, dims, dtype, op):
-    """StableHLO: convert to f32 (for f16/bf16), then reduce `dims` with `op`."""
-    out = [s for i, s in enumerate(shape) if i not in dims]
-    lines = [f"func.func @main(%x: {_t(shape, dtype)}) -> {_t(out, 'f32')} {{"]
-    value = "%x"
-    if dtype != "f32":
-        lines.append(f"  %c = stablehlo.convert %x : ({_t(shape, dtype)}) -> {_t(shape, 'f32')}")
-        value = "%c"
-    lines += [
-        f"  %init = stablehlo.constant dense<{INIT[op]}> : tensor<f32>",
-        (
-            f"  %r = stablehlo.reduce({value} init: %init) applies stablehlo.{HLO[op]} across "
-            f"dimensions = {list(dims)} : ({_t(shape, 'f32')}, tensor<f32>) -> {_t(out, 'f32')}"
-        ),
-        f"  return %r : {_t(out, 'f32')}",
-        "}",
-    ]
-    return "\n".join(lines)
 
 
 def _inputs(shape, dtype, op, seed=0):
@@ -62,7 +35,7 @@ def check_numerics(module, shape, dims, dtype, op) -> float:
     x = _inputs(shape, dtype, op)
     out = module.main(x)
     x64 = x.astype(np.float64)
-    ref = NUMPY_OP[op](x64, axis=tuple(dims))
+    ref = REDUCE_OPS[op][2](x64, axis=tuple(dims))
     reduced = math.prod(shape[d] for d in dims)
     if op == "add":
         tol = 1e-6 * np.sum(np.abs(x64), axis=tuple(dims)) + 1e-6
@@ -197,17 +170,3 @@ CHECK: return
 """,
         tmp_path,
     )
-
-
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
-@pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("cuda-sm90", "sm_90")])
-@pytest.mark.parametrize("sample", ["column_sum_f16", "column_sum_small"])
-def test_cuda_ptx_assembles_without_spills(root, target, arch, sample, tmp_path):
-    result = tilefuse.compile_program(
-        root / "samples" / f"{sample}.mlir", target, dump_dir=tmp_path
-    )
-    ptx = list((tmp_path / "binaries").glob("*.ptx"))
-    assert ptx and f".target {arch}" in ptx[0].read_text()
-    (report,) = result.reports
-    assert (report.strategy, report.status) == ("column_reduction", "applied")
-    assert report.registers and report.spill_bytes == 0

@@ -14,18 +14,32 @@ import tilefuse
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 
 
+# Each one-dispatch sample and the strategy that must compile it.
+SAMPLE_STRATEGIES = [
+    ("gelu_bf16", "loop"),
+    ("gelu_f32", "loop"),
+    ("bias_scale_chain", "loop"),
+    ("softmax_f32", "softmax"),
+    ("rmsnorm_f32", "softmax"),
+    ("layernorm_f32", "softmax"),
+    ("column_sum_f16", "column_reduction"),
+    ("column_sum_small", "column_reduction"),
+    ("row_sum_f32", "row_reduction"),
+]
+
+
 @pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("cuda-sm90", "sm_90")])
-@pytest.mark.parametrize("sample", ["gelu_bf16", "gelu_f32", "bias_scale_chain"])
-def test_samples_assemble(root, target, arch, sample, tmp_path):
+@pytest.mark.parametrize("sample,strategy", SAMPLE_STRATEGIES)
+def test_samples_assemble_without_spills(root, target, arch, sample, strategy, tmp_path):
     result = tilefuse.compile_program(
         root / "samples" / f"{sample}.mlir", target, dump_dir=tmp_path
     )
     ptx = list((tmp_path / "binaries").glob("*.ptx"))
     assert ptx and f".target {arch}" in ptx[0].read_text()
-    for report in result.reports:
-        assert report.status == "applied" and report.strategy == "loop"
-        assert report.registers is not None and report.registers > 0
-        assert report.spill_bytes == 0
+    (report,) = result.reports
+    assert (report.strategy, report.status) == (strategy, "applied"), report.line()
+    assert report.registers is not None and report.registers > 0
+    assert report.spill_bytes == 0
 
 
 def test_explain_reports_registers(root):

@@ -17,44 +17,18 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
+from conftest import REDUCE_OPS, reduce_program
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from iree.compiler import ir
 from test_ir import filecheck
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
-STABLEHLO = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}
-INIT = {"add": "0.0", "max": "0xFF800000", "min": "0x7F800000", "mul": "1.0"}
-REFERENCE = {"add": np.sum, "max": np.max, "min": np.min, "mul": np.prod}
-
-
-def tensor(shape, dtype):
-    return f"tensor<{''.join(f'{s}x' for s in shape)}{dtype}>"
 
 
 def row_reduce(shape, dtype, op, reduced=1):
-    """StableHLO: reduce the innermost `reduced` dims of x with `op`.
-
-    Narrow floats are converted to f32 first, so the sum accumulates in f32.
-    """
-    out = shape[: len(shape) - reduced]
-    dims = list(range(len(shape) - reduced, len(shape)))
-    x32 = tensor(shape, "f32")
-    lines = [f"func.func @main(%x: {tensor(shape, dtype)}) -> {tensor(out, 'f32')} {{"]
-    src = "%x"
-    if dtype != "f32":
-        lines.append(f"  %c = stablehlo.convert %x : ({tensor(shape, dtype)}) -> {x32}")
-        src = "%c"
-    lines += [
-        f"  %i = stablehlo.constant dense<{INIT[op]}> : tensor<f32>",
-        (
-            f"  %r = stablehlo.reduce({src} init: %i) applies stablehlo.{STABLEHLO[op]} "
-            f"across dimensions = {dims} : ({x32}, tensor<f32>) -> {tensor(out, 'f32')}"
-        ),
-        f"  return %r : {tensor(out, 'f32')}",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+    """StableHLO: reduce the innermost `reduced` dims of x with `op`."""
+    return reduce_program(shape, range(len(shape) - reduced, len(shape)), dtype, op)
 
 
 def inputs(shape, dtype, op, seed=0):
@@ -75,7 +49,7 @@ def check_case(shape, dtype, op, reduced=1, params=""):
     assert params in module.reports[0].params, module.reports[0].line()
     x = inputs(shape, dtype, op)
     axes = tuple(range(len(shape) - reduced, len(shape)))
-    ref = REFERENCE[op](x.astype(np.float64), axis=axes)
+    ref = REDUCE_OPS[op][2](x.astype(np.float64), axis=axes)
     out = module.main(x)
     assert out.shape == ref.shape
     err = np.max(np.abs(out - ref)) / max(1.0, np.max(np.abs(ref)))
@@ -122,7 +96,7 @@ def test_row_reduction_vulkan(shape, dtype, op):
     rows=st.integers(1, 4096),
     n=st.one_of(st.integers(1, 2048), st.integers(2049, 70000)),
     dtype=st.sampled_from(["f32", "f16", "bf16"]),
-    op=st.sampled_from(sorted(STABLEHLO)),
+    op=st.sampled_from(sorted(REDUCE_OPS)),
 )
 def test_row_reduction_hypothesis(rows, n, dtype, op):
     # Keep each case to at most ~4M elements: the suite runs on a CPU.

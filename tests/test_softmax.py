@@ -1,5 +1,5 @@
 """The one-kernel row normalization (strategy "softmax") against numpy on
-Vulkan (lavapipe), its IR, CUDA, and the planner's decision to outline.
+Vulkan (lavapipe), its IR, and the planner's decision to outline (CUDA: test_cuda_ptx.py).
 
 Programs are softmax, RMSNorm and layernorm over the last dim of [rows, n],
 written as the samples are (StableHLO reduce + broadcast_in_dim); f16 cases
@@ -12,19 +12,15 @@ outputs within one f16 rounding of the result (2^-11 relative) plus the same.
 """
 
 import math
-import shutil
 
 import numpy as np
 import pytest
 import tilefuse
+from conftest import tensor
 from iree.compiler import ir
 from test_ir import filecheck
 from tilefuse.fusion import fuse
 from tilefuse.targets import load_target
-
-
-def tensor(shape, dtype):
-    return f"tensor<{''.join(f'{s}x' for s in shape)}{dtype}>"
 
 
 def _wrap(rows, n, dtype, body, extra_args):
@@ -282,20 +278,6 @@ CHECK: return
         if op.name == "vector.transfer_write" and "storage_buffer" in str(op.operands[1].type)
     ]
     assert len(writes) == 2  # the root, in the full chunks and in the peeled one
-
-
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
-@pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("cuda-sm90", "sm_90")])
-@pytest.mark.parametrize("sample", ["softmax_f32", "rmsnorm_f32", "layernorm_f32"])
-def test_cuda_assembles_without_spills(root, target, arch, sample, tmp_path):
-    result = tilefuse.compile_program(
-        root / "samples" / f"{sample}.mlir", target, dump_dir=tmp_path
-    )
-    ptx = list((tmp_path / "binaries").glob("*.ptx"))
-    assert ptx and f".target {arch}" in ptx[0].read_text()
-    (report,) = result.reports
-    assert (report.strategy, report.status) == ("softmax", "applied"), report.line()
-    assert report.registers and report.spill_bytes == 0
 
 
 def test_group_refusal_is_explicit():
