@@ -22,7 +22,7 @@ from ..targets import Target
 from . import plan_module
 from .graph import FuncGraph
 from .groups import Group
-from .outline import HERO_ATTR, KIND_ATTR, schedule
+from .outline import HERO_ATTR, KIND_ATTR, clone_splat_operands, schedule
 
 COLOURS = {
     "loop": "#cfe8ff",
@@ -78,11 +78,7 @@ def _outline_group(module: ir.Module, graph: FuncGraph, group: Group, before) ->
         op = nodes[i].op
         op.detach_from_parent()
         block.append(op)
-        for v, p in zip(list(op.operands), nodes[i].producers):
-            if p >= 0 and p not in members and nodes[p].is_splat_constant:
-                if p not in clones:
-                    clones[p] = nodes[p].op.clone(ir.InsertionPoint.at_block_begin(block))
-                op.replace_uses_of_with(v, clones[p].results[0])
+        clone_splat_operands(graph, i, members, block, clones)
     for v, arg in zip(inputs, block.arguments):
         for i in group.members:
             nodes[i].op.replace_uses_of_with(v, arg)

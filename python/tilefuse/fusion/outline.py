@@ -67,6 +67,21 @@ def schedule(graph: FuncGraph, groups: list[Group]) -> list[list[int]]:
     return order
 
 
+def clone_splat_operands(
+    graph: FuncGraph, i: int, members: set[int], block: ir.Block, clones: dict[int, ir.Operation]
+) -> None:
+    """Node i now sits in `block`: give it a copy, at the top of the block, of
+    each splat constant it reads from outside the group (one copy per constant
+    in `clones`), so the body needs no binding for it."""
+    nodes = graph.nodes
+    op = nodes[i].op
+    for v, p in zip(list(op.operands), nodes[i].producers):
+        if p >= 0 and p not in members and nodes[p].is_splat_constant:
+            if p not in clones:
+                clones[p] = nodes[p].op.clone(ir.InsertionPoint.at_block_begin(block))
+            op.replace_uses_of_with(v, clones[p].results[0])
+
+
 def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operation:
     nodes = graph.nodes
     members = set(group.members)
@@ -101,11 +116,7 @@ def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operatio
     for i in group.members:
         op = nodes[i].op
         op.move_before(ret)
-        for v, p in zip(list(op.operands), nodes[i].producers):
-            if p >= 0 and p not in members and nodes[p].is_splat_constant:
-                if p not in clones:
-                    clones[p] = nodes[p].op.clone(ir.InsertionPoint.at_block_begin(block))
-                op.replace_uses_of_with(v, clones[p].results[0])
+        clone_splat_operands(graph, i, members, block, clones)
     users_inside = [nodes[i].op for i in group.members] + [ret]
     for value, result in zip(results, region.results):
         value.replace_all_uses_except(result, users_inside)
