@@ -139,9 +139,9 @@ def test_ir_ragged_row(tmp_path):
     """Rows of 1000 on lavapipe: one 8-lane subgroup, 31 chunks of 8 x 4 and a
     tail of 8. Each thread loops over the chunks reading 4-wide vectors of the
     input in place, accumulating in registers, with no barrier in the loop;
-    the tail goes into a second accumulator; then subgroup shuffles. Nothing
-    is allocated but workgroup memory (no padded copy of the input). 63 rows:
-    odd, so one row per workgroup."""
+    the tail goes into a second accumulator; then subgroup shuffles, with no
+    barrier anywhere. Nothing is allocated but workgroup memory (no padded
+    copy of the input). 63 rows: odd, so one row per workgroup."""
     kernel, report = kernel_of((63, 1000), tmp_path)
     assert "ragged" in report.params and "31 chunks of 32, tail of 8" in report.reason
     filecheck(
@@ -158,7 +158,6 @@ CHECK-NEXT: arith.addf {{.*}} : vector<4xf32>
 CHECK-NEXT: scf.yield
 CHECK: scf.if
 CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
-CHECK: gpu.barrier
 CHECK: vector.reduction <add>
 CHECK: gpu.shuffle xor
 CHECK-NOT: gpu.warp_execute_on_lane_0
@@ -167,13 +166,17 @@ CHECK: return
         tmp_path,
     )
     assert barriers_in_loops(kernel) == 0
+    # One subgroup per row: every thread reads back only its own partials,
+    # so the kernel needs no barrier at all.
+    assert "gpu.barrier" not in kernel
     assert only_workgroup_allocations(kernel)
 
 
 def test_ir_divisible_row_two_subgroups(tmp_path):
     """Rows of 4096: 16 threads (two subgroups), 64 chunks of 16 x 4 and no
-    tail. The subgroups combine through workgroup memory after a barrier;
-    still no barrier in the chunk loop and no tail."""
+    tail. The subgroups combine through workgroup memory after a barrier,
+    the kernel's only one: none in the chunk loop, none before the combine
+    (each lane reads back its own partials)."""
     kernel, report = kernel_of((32, 4096), tmp_path)
     assert "ragged" not in report.params and "64 chunks of 64" in report.reason
     filecheck(
@@ -184,7 +187,7 @@ CHECK-SAME: workgroup_size = [16, 1, 1] subgroup_size = 8
 CHECK: memref.alloc() {{.*}} : memref<1x64xf32, #gpu.address_space<workgroup>>
 CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<4xf32>)
 CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
-CHECK: gpu.barrier
+CHECK-NOT: gpu.barrier
 CHECK: gpu.shuffle xor
 CHECK: memref.alloc() : memref<2xf32, #gpu.address_space<workgroup>>
 CHECK: gpu.barrier
@@ -193,6 +196,7 @@ CHECK: return
 """,
         tmp_path,
     )
+    assert kernel.count("gpu.barrier") == 1
     assert kernel.count("scf.for") == 1 and barriers_in_loops(kernel) == 0
     # The chunk loop's read is the only read of the input: no tail.
     assert kernel.count("#hal.descriptor_type<storage_buffer>>, vector<4xf32>") == 1
@@ -207,12 +211,14 @@ def test_short_rows_are_all_tail(tmp_path):
 
 
 # Rows that take one subgroup each share a workgroup, R rows on thread y
-# (R*T about the preferred 128 threads, R dividing the innermost row count):
-# rows of 1000 f32 -> 16 rows; 64 rows of 33 f16 -> 16; a rank-3 [4, 6, 33]
-# -> 2 (the largest power of two dividing 6); 12 rows of 5 -> 4.
+# (R*T up to lavapipe's packed_row_threads, 1024; R dividing the innermost
+# row count; the R rows' accumulators within 32 KiB of workgroup memory):
+# rows of 1000 f32 -> 64 rows (128 would need 33280 bytes); 64 rows of 33 f16
+# -> 64; a rank-3 [4, 6, 33] -> 2 (the largest power of two dividing 6); 12
+# rows of 5 -> 4.
 MULTI_ROW = [
-    ((4096, 1000), "f32", "add", 16),
-    ((64, 33), "f16", "add", 16),
+    ((4096, 1000), "f32", "add", 64),
+    ((64, 33), "f16", "add", 64),
     ((4, 6, 33), "f32", "max", 2),
     ((12, 5), "bf16", "min", 4),
     ((16, 256), "f32", "mul", 16),
@@ -227,22 +233,21 @@ def test_several_rows_per_workgroup(shape, dtype, op, rows):
 
 
 def test_ir_several_rows_per_workgroup(tmp_path):
-    """Rows of 1000 on lavapipe: 16 rows per [8, 16, 1] workgroup, each row on
-    its own thread y with [16, 32] accumulators; every row's combine is an
-    8-lane shuffle reduction (no warp op left) written by lane 0."""
+    """Rows of 1000 on lavapipe: 64 rows per [8, 64, 1] workgroup, each row on
+    its own thread y with [64, 32] accumulators; every row's combine is an
+    8-lane shuffle reduction (no warp op left) written by lane 0. No barrier:
+    a row's subgroup shares nothing with the others."""
     kernel, report = kernel_of((64, 1000), tmp_path)
-    assert "16 rows per workgroup" in report.reason
+    assert "64 rows per workgroup" in report.reason
     filecheck(
         kernel,
         """
 CHECK: func.func @main_dispatch_0
-CHECK-SAME: workgroup_size = [8, 16, 1] subgroup_size = 8
-CHECK: memref.alloc() {{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>
+CHECK-SAME: workgroup_size = [8, 64, 1] subgroup_size = 8
+CHECK: memref.alloc() {{.*}} : memref<64x32xf32, #gpu.address_space<workgroup>>
 CHECK: gpu.thread_id y
 CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<4xf32>)
-CHECK-NOT: gpu.barrier
 CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
-CHECK: gpu.barrier
 CHECK: gpu.shuffle xor
 CHECK-NOT: gpu.warp_execute_on_lane_0
 CHECK: arith.cmpi eq, %thread_id_x
@@ -250,7 +255,7 @@ CHECK: return
 """,
         tmp_path,
     )
-    assert barriers_in_loops(kernel) == 0
+    assert "gpu.barrier" not in kernel
     assert only_workgroup_allocations(kernel)
 
 

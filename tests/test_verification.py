@@ -2,9 +2,10 @@
 
 import pytest
 import tilefuse
+from conftest import reduce_program
 from tilefuse import driver
 from tilefuse.dispatches import read_dispatches
-from tilefuse.verify import verify
+from tilefuse.verify import PRINT_HEADER, verify
 
 TEXT = """func.func @main(%a: tensor<64x64xf32>) -> tensor<64x64xf32> {
   %0 = stablehlo.exponential %a : tensor<64x64xf32>
@@ -45,3 +46,26 @@ def test_fallback_is_reported_with_reason():
     (report,) = result.reports
     assert report.status == "fallback" and "CPU codegen" in report.reason
     assert "fallback: target cpu uses IREE's CPU codegen" in report.line()
+
+
+def test_undistributed_combine_is_an_error(tmp_path):
+    """The row kernel has no barrier before its combine: each lane reads back
+    its own partials only once the combine is distributed over the lanes. A
+    printed kernel that still holds the combine as one vector.multi_reduction
+    (what a failed distribution leaves) is rejected, not run racy."""
+    target = tilefuse.load_target("vulkan")
+    program = tilefuse.frontend.load_program(reduce_program((64, 1000), [1], "f32", "add"))
+    src = driver.phase1_input(program, target, tmp_path)
+    sources = driver.phase1_executable_sources(src, target, tmp_path)
+    choices = driver.choose_strategies(read_dispatches(sources.read_text()), target)
+    assert choices[0].strategy == "row_reduction"
+    info = "#iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline workgroup_size = [8, 1, 1]>"
+    kernel = f"""func.func @{choices[0].dispatch.name}() attributes {{translation_info = {info}}} {{
+  %v = arith.constant dense<1.0> : vector<32xf32>
+  %zero = arith.constant 0.0 : f32
+  %r = vector.multi_reduction <add>, %v, %zero [0] : vector<32xf32> to f32
+  return
+}}
+"""
+    with pytest.raises(tilefuse.TilefuseError, match="combine was not distributed"):
+        verify(choices, f"{PRINT_HEADER}\n{kernel}")

@@ -27,6 +27,9 @@ class Target:
     ptxas_arch: str | None = None
     device_target: str | None = None  # module-carried #hal.device.target
     bf16_vector_elements: int | None = None  # cap on bf16 vector width, if any
+    # Threads of a workgroup that packs several short rows (one subgroup
+    # each) of a row reduction; preferred_threads when not given.
+    packed_row_threads: int | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -57,4 +60,5 @@ def load_target(name: str) -> Target:
         ptxas_arch=data.get("ptxas_arch"),
         device_target=data.get("device_target"),
         bf16_vector_elements=data.get("bf16_vector_elements"),
+        packed_row_threads=data.get("packed_row_threads"),
     )

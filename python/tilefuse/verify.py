@@ -4,7 +4,10 @@ Each strategy ends with `transform.print` of the finished kernel function.
 iree-compile exits 0 even when the transform library fails to load, so the
 absence of errors proves nothing; the printout does. We parse it and check
 that the function carries the strategy's final translation info
-(pipeline = no_pipeline with a workgroup size) and no linalg op is left.
+(pipeline = no_pipeline with a workgroup size), no linalg op is left, and
+no combine is left undistributed (a `vector.multi_reduction` or warp op run
+by one thread would read partials other threads wrote, with no barrier
+between them in the row kernel).
 """
 
 from dataclasses import dataclass
@@ -16,6 +19,8 @@ from .irutil import symbol_name, walk
 from .strategies import Choice
 
 PRINT_HEADER = "[[[ IR printer: ]]]"
+# Ops a combine leaves when warp distribution did not take it apart.
+UNDISTRIBUTED_COMBINE = ("vector.multi_reduction", "gpu.warp_execute_on_lane_0")
 
 
 @dataclass
@@ -85,7 +90,8 @@ def _parse_kernel(text: str) -> dict[str, str]:
 def _check_kernel(name: str, text: str) -> str | None:
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
-    func = ir.Module.parse(text, ctx).body.operations[0].operation
+    module = ir.Module.parse(text, ctx)  # keep it alive: func points into it
+    func = module.body.operations[0].operation
     if "translation_info" not in func.attributes:
         return "no translation_info on the kernel"
     info = str(func.attributes["translation_info"])
@@ -94,6 +100,9 @@ def _check_kernel(name: str, text: str) -> str | None:
     leftover = sorted({op.name for op in walk(func) if op.name.startswith(("linalg.", "tensor."))})
     if leftover:
         return f"{', '.join(leftover)} left after the strategy"
+    serial = sorted({op.name for op in walk(func) if op.name in UNDISTRIBUTED_COMBINE})
+    if serial:
+        return f"{', '.join(serial)} left: a combine was not distributed over the threads"
     return None
 
 

@@ -63,11 +63,13 @@ def _rows_per_workgroup(rows: list[int], threads: int, target: Target) -> int:
     """R rows per workgroup when a row takes a single subgroup (XLA packs
     short rows likewise): one subgroup-sized workgroup per row caps occupancy
     (32 one-warp blocks per SM on CUDA) and makes many tiny workgroups. R is
-    the largest power of two with R*T <= the preferred thread count that
-    divides the innermost row count (so every workgroup gets full rows)."""
+    the largest power of two with R*T <= the target's packed_row_threads
+    (else its preferred thread count) that divides the innermost row count
+    (so every workgroup gets full rows)."""
     if threads != target.subgroup_size or not rows:
         return 1
-    most = max(1, min(target.preferred_threads, target.max_threads) // threads)
+    want = target.packed_row_threads or target.preferred_threads
+    most = max(1, min(want, target.max_threads) // threads)
     r = pow2_at_most(most)
     while r > 1 and rows[-1] % r:
         r //= 2
@@ -144,8 +146,13 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     # per subgroup.
     acc_bytes = max(4, d.outputs[0].bits // 8)
     accumulators = 1 if layout == "divisible" else 2
+    row_bytes = accumulators * chunk * acc_bytes + (threads // sg) * 4
     per_wg = _rows_per_workgroup(rows, threads, target)
-    shared = per_wg * (accumulators * chunk * acc_bytes + (threads // sg) * 4)
+    # Fewer rows per workgroup rather than none when the rows' accumulators
+    # do not all fit in workgroup memory.
+    while per_wg > 1 and per_wg * row_bytes > target.shared_memory_bytes:
+        per_wg //= 2
+    shared = per_wg * row_bytes
     if shared > target.shared_memory_bytes:
         return None, f"{shared} bytes of workgroup memory > {target.shared_memory_bytes}"
     # Grid: innermost parallel dim to x, then y, z.
