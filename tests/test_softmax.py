@@ -214,8 +214,9 @@ def _ops(kernel: str):
 
 
 def test_ir_softmax_ragged_row(tmp_path):
-    """softmax 256x1000 on lavapipe: one 8-lane workgroup per row, 31 chunks
-    of 8 x 4 and a peeled chunk of 8 (two threads). Each reduction loops over
+    """softmax 256x1000 on lavapipe: one 8-lane subgroup per row, 16 rows per
+    [8, 16, 1] workgroup (row on thread y), 31 chunks of 8 x 4 and a peeled
+    chunk of 8 (two threads). Each reduction loops over
     the chunks in each thread's own code, reading 4-vectors of the input in
     place with its partial in registers (no barrier in the loop), then
     combines by subgroup shuffles; exp(x - max) is recomputed in registers
@@ -224,17 +225,15 @@ def test_ir_softmax_ragged_row(tmp_path):
     no row kept); the output is written once, by the root (full chunks, then
     the peeled one)."""
     kernel, report = kernel_of("softmax", 256, 1000, tmp_path)
-    assert "31 chunks of 32 and one of 8" in report.reason
+    assert "31 chunks of 32 and one of 8, 16 rows per workgroup" in report.reason
     filecheck(
         kernel,
         """
 CHECK: func.func @main_dispatch_0
-CHECK-SAME: workgroup_size = [8, 1, 1] subgroup_size = 8
-CHECK: memref.alloc() {{.*}} : memref<1x32xf32, #gpu.address_space<workgroup>>
+CHECK-SAME: workgroup_size = [8, 16, 1] subgroup_size = 8
+CHECK: memref.alloc() {{.*}} : memref<16x32xf32, #gpu.address_space<workgroup>>
 CHECK: scf.for {{.*}} to %c992 step %c32 iter_args({{.*}}) -> (vector<4xf32>)
-CHECK-NEXT: affine.apply
-CHECK-NEXT: memref.subview
-CHECK-NEXT: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
 CHECK-NEXT: arith.maximumf {{.*}} : vector<4xf32>
 CHECK-NEXT: scf.yield
 CHECK: vector.reduction <maximumf>
@@ -263,8 +262,8 @@ CHECK: return
     # Per reduction: its accumulator and its result (one subgroup: no slots).
     assert sorted(allocs) == sorted(
         [
-            "memref<1x32xf32, #gpu.address_space<workgroup>>",
-            "memref<1xf32, #gpu.address_space<workgroup>>",
+            "memref<16x32xf32, #gpu.address_space<workgroup>>",
+            "memref<16xf32, #gpu.address_space<workgroup>>",
         ]
         * 2
     ), allocs

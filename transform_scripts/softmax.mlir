@@ -1,5 +1,6 @@
 // The "softmax" kernel: a row-normalization (softmax, layernorm, RMSNorm)
-// as ONE kernel, one workgroup per row, as XLA's softmax fusion does.
+// as ONE kernel, one row per T threads of a workgroup, as XLA's softmax
+// fusion does.
 //
 // Applies to a dispatch of rank-2 linalg ops over [rows, N]: row reductions
 // ([parallel, reduction]) and elementwise ops ([parallel, parallel]) whose
@@ -8,8 +9,10 @@
 // the root (its result is stored). Example (softmax):
 //   m = max(x);  e = exp(x - m);  s = sum(e);  y = e / s
 //
-// One workgroup per row. Inside it the reductions run one after the other,
-// then the root, each by all T threads of the workgroup over the row in
+// R rows per workgroup [T, R, 1], row r on thread y = r (R = 1 unless a row
+// takes a single subgroup; several one-subgroup rows share a workgroup as in
+// row_reduction.mlir). For its row the reductions run one after the other,
+// then the root, each by the row's T threads over the row in
 // chunks of T*V elements: in every chunk thread t handles the V-element
 // vector at t*V (a subgroup reads one contiguous run: coalesced 128-bit
 // accesses), looping over the chunks in its own code.
@@ -35,10 +38,12 @@
 // python/tilefuse/strategies/softmax.py. The parameters:
 //   reduction_chunk    [0, T*V]: a reduction's chunk (its partial's width)
 //   row_chunk          [0, T*V]: the root's chunk
-//   thread_tile        [0, V]: a thread's tile of a chunk
+//   row_tile           [R]: rows per workgroup
+//   thread_tile        [1, V]: a thread's tile of a chunk (row on y, V on x)
+//   combine_threads    [R]: one thread y per row for its combines
 //   vector_sizes       [1, V]: a thread's vector
 //   warp_size          T: a combine is distributed over all T threads
-//   workgroup_dims     workgroup size [T, 1, 1] and the target's subgroup size
+//   workgroup_dims     workgroup size [T, R, 1] and the target's subgroup size
 //   translation_info   the final pipeline annotation
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tilefuse_softmax(%dispatch: !transform.any_op {transform.readonly}) {
@@ -47,22 +52,33 @@ module attributes {transform.with_named_sequence} {
     // function, where results leave through iree_codegen.store_to_buffer.
     %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
       : (!transform.any_op) -> !transform.any_op
-    %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
+    %func_0 = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
       : (!transform.any_op) -> !transform.any_op
     %root = transform.get_producer_of_operand %stores[0]
       : (!transform.any_op) -> !transform.any_op
 
-    // Step 2. One row per workgroup: tile the root by one row and fuse every
+    // Step 2. R rows per workgroup: tile the root by R rows and fuse every
     // producer (transitively: elementwise ops, reductions, their fills, the
-    // loads) into the row's forall. The fusion clones a producer once per
+    // loads) into the workgroup's forall. The fusion clones a producer once per
     // use, so a row's max would be computed twice in a softmax (once for the
     // sum's input, once for the root's); the clones are identical, and CSE
     // merges them back into one op per row. fold_tensor_empty makes every
     // buffer a row (or one value) big instead of a slice of a [rows, N] one.
-    %wg_root, %grid = transform.structured.fuse %root tile_sizes [1] apply_cleanup use_forall
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_root_0, %grid_0 = transform.structured.fuse %root tile_sizes [1] apply_cleanup use_forall
+        {tilefuse.param = "row_tile"} : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %blocks = transform.param.constant [#gpu.block<x>] -> !transform.any_param
-    transform.annotate %grid "mapping" = %blocks : !transform.any_op, !transform.any_param
+    transform.annotate %grid_0 "mapping" = %blocks : !transform.any_op, !transform.any_param
+    // The fused forall steps by R; IREE's workgroup mapping wants it
+    // normalized (0 to rows/R step 1). The pass invalidates every handle into
+    // the function: the root is found again by a tag.
+    transform.annotate %wg_root_0 "tilefuse.wg_root" : !transform.any_op
+    %func = transform.apply_registered_pass "iree-codegen-normalize-loop-bounds"
+        with options = { "normalize-for" = false, "normalize-forall" = true } to %func_0
+      : (!transform.any_op) -> !transform.any_op
+    %grid = transform.structured.match ops{["scf.forall"]} in %func
+      : (!transform.any_op) -> !transform.any_op
+    %wg_root = transform.structured.match attributes{"tilefuse.wg_root"} in %func
+      : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.tensor.fold_tensor_empty
       transform.apply_patterns.canonicalization
@@ -126,9 +142,9 @@ module attributes {transform.with_named_sequence} {
     %root_main, %root_tail = transform.loop.peel %root_for {tilefuse.ragged_tail}
       : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
 
-    // Step 6. Threads: in every chunk (full or peeled) thread t takes the V
-    // elements at t*V: tiles of V, so T tiles in a full chunk and fewer in
-    // the peeled one. V divides the row (the chooser makes it so), hence
+    // Step 6. Threads: in every chunk (full or peeled) thread (t, r) takes
+    // the V elements at t*V of row r: tiles of [1, V], so T tiles per row in
+    // a full chunk and fewer in the peeled one. V divides the row (the chooser makes it so), hence
     // every thread's tile is a whole, static V-vector: no masks, and thread
     // t touches the same elements of the row in every op. An accumulator's
     // fill is split the same way (a thread filling the whole buffer would
@@ -138,13 +154,13 @@ module attributes {transform.with_named_sequence} {
     %chunk_roots = transform.structured.match attributes{"tilefuse.chunk"} in %grid
       : (!transform.any_op) -> !transform.any_op
     %partials_t, %partial_foralls = transform.structured.tile_using_forall %chunk_partials
-        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+        tile_sizes [1, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) {tilefuse.param = "thread_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %fills_t, %fill_foralls = transform.structured.tile_using_forall %partial_fills
-        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+        tile_sizes [1, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) {tilefuse.param = "thread_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %roots_t, %root_foralls = transform.structured.tile_using_forall %chunk_roots
-        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+        tile_sizes [1, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) {tilefuse.param = "thread_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 
     // Step 7. Recompute the producers inside each thread's forall (after
@@ -181,15 +197,15 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
 
     // Step 8. Each combine, with the fill of its result, in a forall of one
-    // thread along y: mapping adds the guard `thread_id.x < 1` that step 13
-    // turns into a distributed, all-threads combine.
+    // thread y per row: mapping adds the guard `thread_id.x < 1` that step 13
+    // turns into a distributed combine over the row's T threads.
     %inits, %combines_t = transform.foreach %combines
         : !transform.any_op -> !transform.any_op, !transform.any_op {
     ^bb0(%combine: !transform.any_op):
       %init = transform.get_producer_of_operand %combine[1]
         : (!transform.any_op) -> !transform.any_op
       %thread_combine, %combine_forall = transform.structured.tile_using_forall %combine
-          num_threads [1] (mapping = [#gpu.thread<y>])
+          num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads"}
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
       %fused_init, %combine_forall2 = transform.structured.fuse_into_containing_op %init into %combine_forall
         : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)

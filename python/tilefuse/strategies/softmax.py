@@ -2,7 +2,8 @@
 
 Seed: XLA's softmax fusion. A softmax, layernorm or RMSNorm is one dispatch of
 rank-2 ops over [rows, N]: row reductions and elementwise ops, the last
-elementwise op stored. One workgroup per row; its T threads run the
+elementwise op stored. T threads per row (R rows per workgroup when a row
+takes one subgroup, see rows_per_workgroup) run the
 reductions, then the root, over the row in chunks of T*V elements, thread t on
 the V-vector at t*V of every chunk (coalesced), looping over the chunks in its
 own code. Reductions keep a V-wide partial per thread in registers, then
@@ -40,7 +41,7 @@ from ..dispatches import Dispatch
 from ..targets import Target
 from . import attrs
 from .row_reduction import COMBINERS, MAX_ACCUMULATOR_BITS
-from .sizes import next_pow2
+from .sizes import next_pow2, pow2_at_most
 
 # Target vectors (of V elements) per thread when sizing T, as in
 # row_reduction.py: few threads keep the combines cheap (lavapipe runs a
@@ -80,12 +81,30 @@ def layout(n: int, bits: int, target: Target) -> tuple[int, int]:
 
 
 def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
-    """Workgroup memory of the kernel: per reduction its T*V accumulator
+    """Workgroup memory of one row: per reduction its T*V accumulator
     (f32), its result and one slot per subgroup (counted twice: IREE rounds
     the slot buffer up). No row is kept: it does not depend on N otherwise."""
     threads, vector = layout(n, bits, target)
     subgroups = max(1, threads // target.subgroup_size)
     return reductions * (threads * vector * 4 + 4 + 2 * subgroups * 4)
+
+
+def rows_per_workgroup(rows: int, threads: int, row_bytes: int, target: Target) -> int:
+    """R rows per workgroup [T, R, 1] when a row takes one subgroup, as in
+    row_reduction.py: the largest power of two with R*T <= the target's
+    preferred thread count that divides the row count and whose R rows fit
+    in workgroup memory. One row per workgroup otherwise. Not the row
+    kernel's packed_row_threads: this kernel has barriers (one per chunk of
+    the root's loop), and on lavapipe each costs a switch per subgroup of
+    the workgroup (softmax_f32 against IREE in one run: R=1 1.28x, R=16
+    1.33x, R=64 1.33x, i.e. no gain from packing there; on CUDA packing lifts
+    the 50% occupancy cap of one-warp blocks)."""
+    if threads != target.subgroup_size:
+        return 1
+    r = pow2_at_most(max(1, min(target.preferred_threads, target.max_threads) // threads))
+    while r > 1 and (rows % r or r * row_bytes > target.shared_memory_bytes):
+        r //= 2
+    return r
 
 
 def _bits(type_: ir.Type) -> int:
@@ -189,21 +208,28 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     threads, vector = layout(n, bits, target)
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
-    shared = shared_bytes(n, reductions, bits, target)
-    if shared > target.shared_memory_bytes:
-        return None, f"{shared} bytes of workgroup memory > {target.shared_memory_bytes}"
-    if rows > target.max_workgroup_count[0]:
-        return None, f"grid x would be {rows} > {target.max_workgroup_count[0]} workgroups"
+    row_bytes = shared_bytes(n, reductions, bits, target)
+    if row_bytes > target.shared_memory_bytes:
+        return None, f"{row_bytes} bytes of workgroup memory > {target.shared_memory_bytes}"
+    per_wg = rows_per_workgroup(rows, threads, row_bytes, target)
+    shared = per_wg * row_bytes
+    if rows // per_wg > target.max_workgroup_count[0]:
+        return None, (
+            f"grid x would be {rows // per_wg} > {target.max_workgroup_count[0]} workgroups"
+        )
     chunk = threads * vector
     params = {
+        "row_tile": [per_wg],
         "reduction_chunk": [0, chunk],
         "row_chunk": [0, chunk],
-        "thread_tile": [0, vector],
+        "thread_tile": [1, vector],
+        "combine_threads": [per_wg],
         "vector_sizes": [1, vector],
         "threads": threads,
+        "rows_per_workgroup": per_wg,
         "vector": vector,
         "subgroup_size": sg,
-        "grid": [rows, 1, 1],
+        "grid": [rows // per_wg, 1, 1],
         "reductions": reductions,
         "shared_bytes": shared,
         "ragged": n % chunk != 0,
@@ -217,16 +243,19 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         notes = f", {n // chunk} chunks of {chunk} and one of {n % chunk}"
     elif params["ragged"]:
         notes = f", one chunk of {n}"
+    if per_wg > 1:
+        notes += f", {per_wg} rows per workgroup"
     return params, (
         f"{group}{reductions} reductions + {len(generics) - reductions} elementwise ops "
-        f"(all but the root recomputed where read) per row of {n} in one workgroup, "
+        f"(all but the root recomputed where read) per row of {n}, "
         f"{threads} threads x {vector}-vectors{notes}"
     )
 
 
 def describe(p: dict) -> str:
     return (
-        f"grid={p['grid']} wg=[{p['threads']}, 1, 1] vector={p['vector']} "
+        f"grid={p['grid']} wg=[{p['threads']}, {p['rows_per_workgroup']}, 1] "
+        f"vector={p['vector']} "
         f"chunk={p['row_chunk'][-1]} reductions={p['reductions']} "
         f"shared={p['shared_bytes']}B{' ragged' if p['ragged'] else ''}"
     )
@@ -237,10 +266,12 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
     return {
         "reduction_chunk": {"tile_sizes": attrs.i64_list(p["reduction_chunk"], ctx)},
         "row_chunk": attrs.static_sizes(p["row_chunk"], ctx),
+        "row_tile": {"static_tile_sizes": attrs.i64_array(p["row_tile"], ctx)},
         "thread_tile": {"static_tile_sizes": attrs.i64_array(p["thread_tile"], ctx)},
+        "combine_threads": {"static_num_threads": attrs.i64_array(p["combine_threads"], ctx)},
         "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
         "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
-        **attrs.workgroup([p["threads"], 1, 1], p["subgroup_size"], ctx),
+        **attrs.workgroup([p["threads"], p["rows_per_workgroup"], 1], p["subgroup_size"], ctx),
     }
 
 
