@@ -58,6 +58,28 @@ def check_case(shape, dtype, op, reduced=1, params=""):
     return err
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("shape", [(64, 1000), (16, 256), (64, 33)], ids=str)
+def test_nan_propagates_through_min_max(shape, op):
+    """StableHLO's maximum/minimum propagate NaN: a row holding one (first,
+    middle, last element) reduces to NaN, the other rows to their max/min.
+    A lane's vector.reduction of V > 1 elements lowers to GL.FMax/FMin on
+    SPIR-V, which drops NaN, so the chooser takes V = 1 for these."""
+    module = tilefuse.compile(row_reduce(shape, "f32", op), target="vulkan")
+    assert [(r.strategy, r.status) for r in module.reports] == [("row_reduction", "applied")]
+    assert "vector=1 " in module.reports[0].params, module.reports[0].line()
+    x = inputs(shape, "f32", op)
+    n = shape[-1]
+    x[1, 0] = x[2, n // 2] = x[5, n - 1] = np.nan
+    ref = REDUCE_OPS[op][2](x, axis=1)
+    out = module.main(x)
+    assert np.array_equal(np.isnan(out), np.isnan(ref)), (
+        np.isnan(out).nonzero(),
+        np.isnan(ref).nonzero(),
+    )
+    np.testing.assert_array_equal(out[~np.isnan(ref)], ref[~np.isnan(ref)])
+
+
 # Rows of 1 to 70000 (odd, prime, the 50257 vocabulary, one under and over
 # a chunk), rows 1 to 4096, ranks 2-4.
 CASES = [

@@ -54,6 +54,8 @@ COMBINERS = {
 # Target vectors (of V elements) per thread when sizing T: enough work per
 # thread to hide the combine, few enough threads to keep it cheap.
 VECTORS_PER_THREAD = 64
+# Float min/max that must propagate NaN (StableHLO's maximum/minimum).
+NAN_PROPAGATING_MINMAX = ("arith.maximumf", "arith.minimumf")
 # Shuffles move 32-bit values; narrower accumulators are packed by IREE's
 # group reduction, wider ones (f64, i64) are not supported by it.
 MAX_ACCUMULATOR_BITS = 32
@@ -122,6 +124,13 @@ def _vector(d: Dispatch, target: Target, n: int) -> int:
         # SPIR-V vectors hold at most 4 elements: an f32 accumulator of an
         # 8-wide f16 load does not legalize there, so size V by it too.
         vector = min(vector, max(1, target.vector_bits // d.outputs[0].bits))
+        # IREE 3.13 lowers a lane's `vector.reduction <maximumf|minimumf>`
+        # of V > 1 elements to a chain of GL.FMax/FMin, which drops NaN
+        # (lavapipe: max of a row holding a NaN came back finite). With
+        # V = 1 that reduction is a single element and the cross-lane steps
+        # are scalar arith.maximumf/minimumf, which keep NaN.
+        if d.combiners and d.combiners[0] in NAN_PROPAGATING_MINMAX:
+            vector = 1
     return min(vector, pow2_at_most(n))
 
 
