@@ -220,10 +220,11 @@ def test_ir_softmax_ragged_row(tmp_path):
     the chunks in each thread's own code, reading 4-vectors of the input in
     place with its partial in registers (no barrier in the loop), then
     combines by subgroup shuffles; exp(x - max) is recomputed in registers
-    where it is read. Workgroup memory holds only each reduction's 32-wide
-    accumulator and its result; nothing else is allocated (no padded copy,
-    no row kept); the output is written once, by the root (full chunks, then
-    the peeled one)."""
+    where it is read. The root is one loop per thread over the workgroup's
+    16 x 250 vectors, 128 apart (all 128 threads, cyclic), with no barrier
+    inside. Workgroup memory holds only each reduction's 32-wide accumulator
+    and its result; nothing else is allocated (no padded copy, no row kept);
+    the output is written once, by the root."""
     kernel, report = kernel_of("softmax", 256, 1000, tmp_path)
     assert "31 chunks of 32 and one of 8, 16 rows per workgroup" in report.reason
     filecheck(
@@ -246,14 +247,15 @@ CHECK-NEXT: arith.addf {{.*}} : vector<4xf32>
 CHECK-NEXT: scf.yield
 CHECK: vector.reduction <add>
 CHECK: gpu.shuffle xor
-CHECK: scf.for {{.*}} to %c992 step %c32
-CHECK: math.exp
+CHECK: scf.for {{.*}} to %c4000 step %c128 {
+CHECK-NEXT: affine.delinearize_index {{.*}} into (16, 250)
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK: arith.subf
+CHECK-NEXT: math.exp
 CHECK-NEXT: arith.divf
 CHECK-NEXT: vector.transfer_write {{.*}}#hal.descriptor_type<storage_buffer>>
-CHECK: math.exp
-CHECK-NEXT: arith.divf
-CHECK-NEXT: vector.transfer_write {{.*}}#hal.descriptor_type<storage_buffer>>
-CHECK: return
+CHECK-NEXT: }
+CHECK-NEXT: return
 """,
         tmp_path,
     )
@@ -268,15 +270,17 @@ CHECK: return
         * 2
     ), allocs
     assert not [op for op in ops if op.name == "vector.create_mask"]
-    # The reductions' chunk loops hold no barrier (each thread loops alone).
-    loops = [op for op in ops if op.name == "scf.for" and op.results]
-    assert len(loops) == 2 and all("gpu.barrier" not in str(loop) for loop in loops)
+    # No loop holds a barrier: the reductions' chunk loops (each thread loops
+    # alone, partial in registers) and the root's loop.
+    loops = [op for op in ops if op.name == "scf.for"]
+    assert len([loop for loop in loops if loop.results]) == 2 and len(loops) == 3
+    assert all("gpu.barrier" not in str(loop) for loop in loops)
     writes = [
         op
         for op in ops
         if op.name == "vector.transfer_write" and "storage_buffer" in str(op.operands[1].type)
     ]
-    assert len(writes) == 2  # the root, in the full chunks and in the peeled one
+    assert len(writes) == 1  # the root, once
 
 
 def test_group_refusal_is_explicit():

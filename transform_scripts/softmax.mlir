@@ -12,10 +12,12 @@
 // R rows per workgroup [T, R, 1], row r on thread y = r (R = 1 unless a row
 // takes a single subgroup; several one-subgroup rows share a workgroup as in
 // row_reduction.mlir). For its row the reductions run one after the other,
-// then the root, each by the row's T threads over the row in
-// chunks of T*V elements: in every chunk thread t handles the V-element
-// vector at t*V (a subgroup reads one contiguous run: coalesced 128-bit
-// accesses), looping over the chunks in its own code.
+// each by the row's T threads over the row in chunks of T*V elements: in
+// every chunk thread t handles the V-element vector at t*V (a subgroup reads
+// one contiguous run: coalesced 128-bit accesses), looping over the chunks
+// in its own code. Then the root: the workgroup's R rows are R*N/V vectors,
+// and thread l of the R*T writes vectors l, l + R*T, l + 2*R*T, ... (again
+// contiguous across a subgroup), in one loop with no barrier inside.
 //   - A reduction keeps a V-wide running partial per thread in registers,
 //     then combines: subgroup shuffles, one slot per subgroup in workgroup
 //     memory, a barrier, shuffles again. Its result (one value per row) goes
@@ -28,7 +30,8 @@
 //     results; it reads its input once per reduction and once for the root
 //     (from cache: one row is a few KiB), and writes the root's row once.
 // Rows that T*V does not divide: the last, shorter chunk is peeled off every
-// chunk loop and handled by as many threads as it has V-vectors. V divides
+// reduction's chunk loop and handled by as many threads as it has V-vectors
+// (the root's loop runs over vectors, not chunks: nothing to peel). V divides
 // the row (V = 1 for odd rows), so every thread always reads and writes whole
 // vectors: no masks, no partial vectors, and no padded copy of anything.
 //
@@ -37,9 +40,8 @@
 // that carries a `tilefuse.param` tag from
 // python/tilefuse/strategies/softmax.py. The parameters:
 //   reduction_chunk    [0, T*V]: a reduction's chunk (its partial's width)
-//   row_chunk          [0, T*V]: the root's chunk
 //   row_tile           [R]: rows per workgroup
-//   thread_tile        [1, V]: a thread's tile of a chunk (row on y, V on x)
+//   thread_tile        [1, V]: a thread's tile (of a chunk in a reduction)
 //   combine_threads    [R]: one thread y per row for its combines
 //   vector_sizes       [1, V]: a thread's vector
 //   warp_size          T: a combine is distributed over all T threads
@@ -93,8 +95,9 @@ module attributes {transform.with_named_sequence} {
 
     // The row's ops, by kind (the chooser checked there are no others). The
     // elementwise ops other than the root are tagged "producer": they are
-    // not computed on their own but recomputed inside every thread's code
-    // that reads them (step 7), so their rows never exist in memory.
+    // not computed on their own but recomputed inside every reduction
+    // thread's code that reads them (step 6) and merged into the root, so
+    // their rows never exist in memory.
     %reductions = transform.structured.match ops{["linalg.generic"]}
         attributes{iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<reduction>]}
         in %grid : (!transform.any_op) -> !transform.any_op
@@ -120,14 +123,7 @@ module attributes {transform.with_named_sequence} {
     transform.annotate %partials "tilefuse.partial" : !transform.any_op
     transform.annotate %reduction_loops "tilefuse.chunk_loop" : !transform.any_op
 
-    // Step 4. The root in chunks of T*V as well.
-    %root_chunk, %root_loop = transform.structured.tile_using_for %wg_root
-        tile_sizes [0, 256] {tilefuse.param = "row_chunk"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.annotate %root_chunk "tilefuse.chunk" : !transform.any_op
-    transform.annotate %root_loop "tilefuse.chunk_loop" : !transform.any_op
-
-    // Step 5 (ragged rows only). Peel the last, shorter chunk off every chunk
+    // Step 4 (ragged rows only). Peel the last, shorter chunk off every chunk
     // loop: the loops then see only full chunks (static sizes, full vectors,
     // partials that stay in registers, no masks) and the rest is one static
     // chunk. The driver deletes the ops marked `tilefuse.ragged_tail` when
@@ -137,44 +133,55 @@ module attributes {transform.with_named_sequence} {
       : !transform.any_op to !transform.op<"scf.for">
     %reduction_main, %reduction_tail = transform.loop.peel %reduction_for {tilefuse.ragged_tail}
       : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
-    %root_for = transform.cast %root_loop {tilefuse.ragged_tail}
-      : !transform.any_op to !transform.op<"scf.for">
-    %root_main, %root_tail = transform.loop.peel %root_for {tilefuse.ragged_tail}
-      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
 
-    // Step 6. Threads: in every chunk (full or peeled) thread (t, r) takes
-    // the V elements at t*V of row r: tiles of [1, V], so T tiles per row in
-    // a full chunk and fewer in the peeled one. V divides the row (the chooser makes it so), hence
-    // every thread's tile is a whole, static V-vector: no masks, and thread
-    // t touches the same elements of the row in every op. An accumulator's
-    // fill is split the same way (a thread filling the whole buffer would
-    // race with the others).
+    // Step 5. Reduction threads: in every chunk (full or peeled) thread
+    // (t, r) takes the V elements at t*V of row r: tiles of [1, V], so T
+    // tiles per row in a full chunk and fewer in the peeled one. V divides
+    // the row (the chooser makes it so), hence every thread's tile is a
+    // whole, static V-vector: no masks, and thread t touches the same
+    // elements of the row in every reduction. An accumulator's fill is split
+    // the same way (a thread filling the whole buffer would race with the
+    // others).
     %chunk_partials = transform.structured.match attributes{"tilefuse.partial"} in %grid
       : (!transform.any_op) -> !transform.any_op
-    %chunk_roots = transform.structured.match attributes{"tilefuse.chunk"} in %grid
-      : (!transform.any_op) -> !transform.any_op
     %partials_t, %partial_foralls = transform.structured.tile_using_forall %chunk_partials
-        tile_sizes [1, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+        tile_sizes [1, 4] (mapping = [#gpu.warpgroup<y>, #gpu.warpgroup<x>]) {tilefuse.param = "thread_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %fills_t, %fill_foralls = transform.structured.tile_using_forall %partial_fills
-        tile_sizes [1, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) {tilefuse.param = "thread_tile"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %roots_t, %root_foralls = transform.structured.tile_using_forall %chunk_roots
-        tile_sizes [1, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) {tilefuse.param = "thread_tile"}
+        tile_sizes [1, 4] (mapping = [#gpu.warpgroup<y>, #gpu.warpgroup<x>]) {tilefuse.param = "thread_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 
-    // Step 7. Recompute the producers inside each thread's forall (after
+    // The root, over the workgroup's [R, N] rows: tiles of [1, V] on a forall
+    // with a linear thread mapping, which IREE's forall distribution pass
+    // (step 10) turns into one loop per thread over the tiles l, l + R*T,
+    // ... (cyclic: a subgroup writes contiguous vectors) with no barrier
+    // inside. (Chunked like the reductions instead, the root's tiles would
+    // sit in a chunk loop that `hoist_forall_from_for` cannot hoist, since
+    // the loop yields an insert_slice of the forall, and mapping would put a
+    // barrier in every chunk.) The other thread foralls carry a placeholder
+    // mapping (warpgroup y/x, which no step here maps) until step 10: the
+    // distribution pass refuses foralls mapped to thread x/y, and an
+    // unmapped forall of one iteration would be folded away.
+    %root_tile, %root_forall = transform.structured.tile_using_forall %wg_root
+        tile_sizes [1, 4] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>])
+        {tilefuse.param = "thread_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+
+    // Step 6. Recompute the producers inside each thread's forall (after
     // composing the chunk's and the thread's slices of a producer's row into
     // one), so each thread computes only its own vector; then merge each
     // recomputed producer into the op that reads it (one generic per thread
     // and chunk: no temporary between them). A forall that reads no producer
     // makes the fusion fail; that failure is expected and suppressed. (Fused
     // into the chunk loops first instead, the fusion crashes IREE 3.13:
-    // FuseIntoContainingOp takes an scf.for for an scf.forall.)
+    // FuseIntoContainingOp takes an scf.for for an scf.forall.) The
+    // producers' rows are then read by the root alone, and the greedy
+    // elementwise fusion merges them into it: the root becomes one
+    // linalg.generic reading the input and the reductions' results.
     transform.apply_patterns to %func {
       transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
     } : !transform.any_op
-    %thread_foralls = transform.merge_handles %partial_foralls, %root_foralls : !transform.any_op
+    %thread_foralls = transform.merge_handles %partial_foralls, %root_forall : !transform.any_op
     transform.foreach %thread_foralls : !transform.any_op {
     ^bb0(%forall: !transform.any_op):
       transform.sequence %forall : !transform.any_op failures(suppress) {
@@ -196,7 +203,7 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
 
-    // Step 8. Each combine, with the fill of its result, in a forall of one
+    // Step 7. Each combine, with the fill of its result, in a forall of one
     // thread y per row: mapping adds the guard `thread_id.x < 1` that step 13
     // turns into a distributed combine over the row's T threads.
     %inits, %combines_t = transform.foreach %combines
@@ -205,7 +212,7 @@ module attributes {transform.with_named_sequence} {
       %init = transform.get_producer_of_operand %combine[1]
         : (!transform.any_op) -> !transform.any_op
       %thread_combine, %combine_forall = transform.structured.tile_using_forall %combine
-          num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads"}
+          num_threads [1] (mapping = [#gpu.warpgroup<y>]) {tilefuse.param = "combine_threads"}
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
       %fused_init, %combine_forall2 = transform.structured.fuse_into_containing_op %init into %combine_forall
         : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
@@ -220,9 +227,9 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
 
-    // Step 9. Vectorize: each thread's ops to one V-wide vector, the
-    // combines to one T*V-wide
-    // vector.multi_reduction. Then swap each chunk loop with the thread
+    // Step 8. Vectorize: each reduction thread's ops to one V-wide vector,
+    // the combines to one T*V-wide vector.multi_reduction (the root waits
+    // for step 11). Then swap each chunk loop with the thread
     // forall inside it: a thread loops over the chunks in its own code, with
     // no barrier between chunks.
     // A producer the fusion above left on its own (it does so with dynamic
@@ -251,7 +258,7 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
 
-    // Step 10. Bufferize. Accumulators and reduction results become
+    // Step 9. Bufferize. Accumulators and reduction results become
     // workgroup-memory buffers; inputs are read in place from their
     // bindings, the root writes its binding. Canonicalize, CSE, canonicalize:
     // bufferization leaves self-copies that would stop the distribution in
@@ -267,12 +274,35 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
 
-    // Step 11. Map the row forall to workgroups and the thread foralls to
-    // thread ids; mapping puts a barrier after each thread forall, so an op
-    // reading workgroup memory waits for the op that wrote it. The subgroup
-    // size must be the target's (lavapipe 8): step 13 sizes its shuffles by it.
+    // Step 10. Map the row forall to workgroups and the threads. First the
+    // root's linear-mapped forall becomes each thread's cyclic loop (IREE's
+    // forall distribution pass: it reads the workgroup size from the
+    // function's translation_info and adds a barrier before and after the
+    // loop). Then the other thread foralls get their mapping: [y, x] (row,
+    // vector), the combines [y] (one row each; they are the foralls holding
+    // a vector.multi_reduction), and are mapped to thread ids; mapping puts
+    // a barrier after each, so an op reading workgroup memory waits for the
+    // op that wrote it. The subgroup size must be the target's (lavapipe 8):
+    // step 13 sizes its shuffles by it.
     transform.iree.forall_to_workgroup %bufferized : (!transform.any_op) -> ()
-    transform.iree.map_nested_forall_to_gpu_threads %bufferized
+    %done = transform.param.constant #iree_codegen.translation_info<
+        pipeline = #iree_codegen.no_pipeline workgroup_size = [64, 1, 1]
+        subgroup_size = 8> {tilefuse.param = "translation_info"} -> !transform.any_param
+    transform.annotate %bufferized "translation_info" = %done
+      : !transform.any_op, !transform.any_param
+    %distributed = transform.apply_registered_pass "iree-codegen-gpu-distribute-forall" to %bufferized
+      : (!transform.any_op) -> !transform.any_op
+    %thread_foralls_mem = transform.structured.match ops{["scf.forall"]} in %distributed
+      : (!transform.any_op) -> !transform.any_op
+    %yx = transform.param.constant [#gpu.thread<y>, #gpu.thread<x>] -> !transform.any_param
+    transform.annotate %thread_foralls_mem "mapping" = %yx : !transform.any_op, !transform.any_param
+    %combine_reductions = transform.structured.match ops{["vector.multi_reduction"]} in %distributed
+      : (!transform.any_op) -> !transform.any_op
+    %combine_foralls_mem = transform.get_parent_op %combine_reductions <{op_name = "scf.forall"}>
+      : (!transform.any_op) -> !transform.any_op
+    %y = transform.param.constant [#gpu.thread<y>] -> !transform.any_param
+    transform.annotate %combine_foralls_mem "mapping" = %y : !transform.any_op, !transform.any_param
+    transform.iree.map_nested_forall_to_gpu_threads %distributed
         workgroup_dims = [64, 1, 1] subgroup_size = 8
         {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()
 
@@ -281,7 +311,7 @@ module attributes {transform.with_named_sequence} {
     // loop-invariant indices), then drop the barriers that guard no
     // conflicting access (MLIR's analysis keeps every one it cannot prove
     // redundant).
-    %kernel = transform.structured.hoist_redundant_vector_transfers %bufferized
+    %kernel = transform.structured.hoist_redundant_vector_transfers %distributed
       : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %kernel {
       transform.apply_patterns.gpu.eliminate_barriers
@@ -311,14 +341,9 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %kernel : !transform.any_op
 
-    // Step 15. Tell IREE the kernel is finished and for which workgroup
-    // size, then print it: the driver reads the printout to check that the
-    // strategy really ran (python/tilefuse/verify.py).
-    %done = transform.param.constant #iree_codegen.translation_info<
-        pipeline = #iree_codegen.no_pipeline workgroup_size = [64, 1, 1]
-        subgroup_size = 8> {tilefuse.param = "translation_info"} -> !transform.any_param
-    transform.annotate %kernel "translation_info" = %done
-      : !transform.any_op, !transform.any_param
+    // Step 15. IREE was told the kernel is finished, and for which workgroup
+    // size, in step 10; print it: the driver reads the printout to check
+    // that the strategy really ran (python/tilefuse/verify.py).
     transform.print %kernel : !transform.any_op
     transform.yield
   }

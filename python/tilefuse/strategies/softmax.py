@@ -3,14 +3,15 @@
 Seed: XLA's softmax fusion. A softmax, layernorm or RMSNorm is one dispatch of
 rank-2 ops over [rows, N]: row reductions and elementwise ops, the last
 elementwise op stored. T threads per row (R rows per workgroup when a row
-takes one subgroup, see rows_per_workgroup) run the
-reductions, then the root, over the row in chunks of T*V elements, thread t on
-the V-vector at t*V of every chunk (coalesced), looping over the chunks in its
-own code. Reductions keep a V-wide partial per thread in registers, then
-combine with subgroup shuffles and workgroup memory; their results stay in
-workgroup memory. Elementwise ops other than the root are recomputed in
-registers where they are read (no row is kept anywhere). Only the root's row
-is written to global memory, once.
+takes one subgroup, see rows_per_workgroup) run the reductions over the row
+in chunks of T*V elements, thread t on the V-vector at t*V of every chunk
+(coalesced), looping over the chunks in its own code. Reductions keep a
+V-wide partial per thread in registers, then combine with subgroup shuffles
+and workgroup memory; their results stay in workgroup memory. Then all R*T
+threads write the root's R*N/V vectors cyclically (thread l takes vectors l,
+l + R*T, ...), one loop with no barrier inside. Elementwise ops other than
+the root are recomputed in registers where they are read (no row is kept
+anywhere). Only the root's row is written to global memory, once.
 
 Why recompute rather than keep such a row (softmax's exp(x - max)) in
 workgroup memory, measured on lavapipe (softmax 4096x1000 f32): kept, the row
@@ -221,7 +222,6 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     params = {
         "row_tile": [per_wg],
         "reduction_chunk": [0, chunk],
-        "row_chunk": [0, chunk],
         "thread_tile": [1, vector],
         "combine_threads": [per_wg],
         "vector_sizes": [1, vector],
@@ -256,7 +256,7 @@ def describe(p: dict) -> str:
     return (
         f"grid={p['grid']} wg=[{p['threads']}, {p['rows_per_workgroup']}, 1] "
         f"vector={p['vector']} "
-        f"chunk={p['row_chunk'][-1]} reductions={p['reductions']} "
+        f"chunk={p['reduction_chunk'][-1]} reductions={p['reductions']} "
         f"shared={p['shared_bytes']}B{' ragged' if p['ragged'] else ''}"
     )
 
@@ -265,7 +265,6 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/softmax.mlir."""
     return {
         "reduction_chunk": {"tile_sizes": attrs.i64_list(p["reduction_chunk"], ctx)},
-        "row_chunk": attrs.static_sizes(p["row_chunk"], ctx),
         "row_tile": {"static_tile_sizes": attrs.i64_array(p["row_tile"], ctx)},
         "thread_tile": {"static_tile_sizes": attrs.i64_array(p["thread_tile"], ctx)},
         "combine_threads": {"static_num_threads": attrs.i64_array(p["combine_threads"], ctx)},
