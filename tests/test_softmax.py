@@ -11,6 +11,7 @@ outputs are <= 1, normalized rows are O(1) with scale/shift of O(1)); f16
 outputs within one f16 rounding of the result (2^-11 relative) plus the same.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -20,6 +21,7 @@ from conftest import tensor
 from iree.compiler import ir
 from test_ir import filecheck
 from tilefuse.fusion import fuse
+from tilefuse.runtime import CompiledModule
 from tilefuse.targets import load_target
 
 
@@ -132,11 +134,15 @@ def reference(kind, args):
     return (x - mean) / np.sqrt(var + 1e-5) * args[1] + args[2]
 
 
-def check_case(kind, rows, n, dtype="f32"):
-    module = tilefuse.compile(program(kind, rows, n, dtype), target="vulkan")
+def check_case(kind, rows, n, dtype="f32", target=None, params=""):
+    """Numerics of one case on lavapipe; `target` may be a changed vulkan
+    Target (to pack rows), `params` must occur in the strategy's parameters."""
+    result = tilefuse.compile_program(program(kind, rows, n, dtype), target or "vulkan")
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
     assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [
         r.line() for r in module.reports
     ]
+    assert params in module.reports[0].params, module.reports[0].line()
     args = inputs(kind, rows, n, dtype)
     ref = reference(kind, args)
     out = module.main(*args)
@@ -172,6 +178,30 @@ CASES = [
 @pytest.mark.parametrize("kind,rows,n,dtype", CASES, ids=["-".join(map(str, c)) for c in CASES])
 def test_softmax_kernel_vulkan(kind, rows, n, dtype):
     check_case(kind, rows, n, dtype)
+
+
+# lavapipe keeps one row per workgroup (packed_synced_row_threads = 8);
+# GPUs pack one-subgroup rows (CUDA: 8 rows of 32 lanes). The same kernel with
+# rows packed, run on lavapipe: R rows per [8, R, 1] workgroup, R the largest
+# power of two dividing the row count (up to 16 here).
+PACKED = [
+    ("softmax", 256, 1000, "f32", 16),
+    ("softmax", 7, 257, "f32", 1),
+    ("rmsnorm", 64, 768, "f16", 16),
+    ("layernorm", 100, 1000, "f32", 4),
+    ("layernorm", 6, 130, "f32", 2),
+]
+
+
+def packed_vulkan(threads=128):
+    return dataclasses.replace(load_target("vulkan"), packed_synced_row_threads=threads)
+
+
+@pytest.mark.parametrize(
+    "kind,rows,n,dtype,per_wg", PACKED, ids=["-".join(map(str, c)) for c in PACKED]
+)
+def test_softmax_kernel_packed_rows(kind, rows, n, dtype, per_wg):
+    check_case(kind, rows, n, dtype, target=packed_vulkan(), params=f"wg=[8, {per_wg}, 1]")
 
 
 def test_rows_of_one_element_are_left_to_iree():
@@ -214,8 +244,9 @@ def _ops(kernel: str):
 
 
 def test_ir_softmax_ragged_row(tmp_path):
-    """softmax 256x1000 on lavapipe: one 8-lane subgroup per row, 16 rows per
-    [8, 16, 1] workgroup (row on thread y), 31 chunks of 8 x 4 and a peeled
+    """softmax 256x1000 on lavapipe, rows packed as on a GPU: one 8-lane
+    subgroup per row, 16 rows per [8, 16, 1] workgroup (row on thread y), 31
+    chunks of 8 x 4 and a peeled
     chunk of 8 (two threads). Each reduction loops over
     the chunks in each thread's own code, reading 4-vectors of the input in
     place with its partial in registers (no barrier in the loop), then
@@ -225,7 +256,7 @@ def test_ir_softmax_ragged_row(tmp_path):
     inside. Workgroup memory holds only each reduction's 32-wide accumulator
     and its result; nothing else is allocated (no padded copy, no row kept);
     the output is written once, by the root."""
-    kernel, report = kernel_of("softmax", 256, 1000, tmp_path)
+    kernel, report = kernel_of("softmax", 256, 1000, tmp_path, target=packed_vulkan())
     assert "31 chunks of 32 and one of 8, 16 rows per workgroup" in report.reason
     filecheck(
         kernel,
@@ -281,6 +312,30 @@ CHECK-NEXT: return
         if op.name == "vector.transfer_write" and "storage_buffer" in str(op.operands[1].type)
     ]
     assert len(writes) == 1  # the root, once
+
+
+def test_ir_softmax_one_row_per_workgroup(tmp_path):
+    """lavapipe's default: one row per [8, 1, 1] workgroup; the root is each
+    lane's loop over the row's 250 vectors, 8 apart, with no barrier inside."""
+    kernel, report = kernel_of("softmax", 256, 1000, tmp_path)
+    assert "rows per workgroup" not in report.reason and "wg=[8, 1, 1]" in report.params
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: workgroup_size = [8, 1, 1] subgroup_size = 8
+CHECK: scf.for {{.*}} to %c992 step %c32 iter_args
+CHECK: gpu.shuffle xor
+CHECK: scf.for {{.*}} to %c992 step %c32 iter_args
+CHECK: gpu.shuffle xor
+CHECK: scf.for %{{.*}} = %thread_id_x to %c250 step %c8 {
+CHECK-NOT: gpu.barrier
+CHECK: vector.transfer_write {{.*}}#hal.descriptor_type<storage_buffer>>
+CHECK-NEXT: }
+CHECK-NEXT: return
+""",
+        tmp_path,
+    )
 
 
 def test_group_refusal_is_explicit():

@@ -30,6 +30,8 @@ class Target:
     # Threads of a workgroup that packs several short rows (one subgroup
     # each) of a row reduction; preferred_threads when not given.
     packed_row_threads: int | None = None
+    # The same for kernels with barriers between their phases (softmax).
+    packed_synced_row_threads: int | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -61,4 +63,5 @@ def load_target(name: str) -> Target:
         device_target=data.get("device_target"),
         bf16_vector_elements=data.get("bf16_vector_elements"),
         packed_row_threads=data.get("packed_row_threads"),
+        packed_synced_row_threads=data.get("packed_synced_row_threads"),
     )

@@ -93,16 +93,17 @@ def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
 def rows_per_workgroup(rows: int, threads: int, row_bytes: int, target: Target) -> int:
     """R rows per workgroup [T, R, 1] when a row takes one subgroup, as in
     row_reduction.py: the largest power of two with R*T <= the target's
-    preferred thread count that divides the row count and whose R rows fit
-    in workgroup memory. One row per workgroup otherwise. Not the row
-    kernel's packed_row_threads: this kernel has barriers (one per chunk of
-    the root's loop), and on lavapipe each costs a switch per subgroup of
-    the workgroup (softmax_f32 against IREE in one run: R=1 1.28x, R=16
-    1.33x, R=64 1.33x, i.e. no gain from packing there; on CUDA packing lifts
-    the 50% occupancy cap of one-warp blocks)."""
+    packed_synced_row_threads (else preferred_threads) that divides the row
+    count and whose R rows fit in workgroup memory. One row per workgroup
+    otherwise. Not the row kernel's packed_row_threads: this kernel has
+    barriers between its phases, and on lavapipe each barrier switches every
+    subgroup of the workgroup (softmax_f32 against IREE in one run: R=1
+    1.18x, R=16 1.37x); on CUDA packing lifts the 50% occupancy cap of
+    one-warp blocks."""
     if threads != target.subgroup_size:
         return 1
-    r = pow2_at_most(max(1, min(target.preferred_threads, target.max_threads) // threads))
+    want = target.packed_synced_row_threads or target.preferred_threads
+    r = pow2_at_most(max(1, min(want, target.max_threads) // threads))
     while r > 1 and (rows % r or r * row_bytes > target.shared_memory_bytes):
         r //= 2
     return r
