@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 import tilefuse
 from conftest import tensor
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from iree.compiler import ir
 from test_ir import filecheck
 from tilefuse.fusion import fuse
@@ -172,12 +174,37 @@ CASES = [
     ("layernorm", 100, 1000, "f32"),
     ("layernorm", 4, 1004, "f32"),
     ("layernorm", 6, 130, "f16"),
+    # Rows longer than lavapipe's 32 KiB of workgroup memory: the kernel
+    # keeps no row on chip, so they stay one kernel.
+    ("softmax", 2, 70000, "f32"),
+    ("layernorm", 3, 8193, "f32"),
 ]
 
 
 @pytest.mark.parametrize("kind,rows,n,dtype", CASES, ids=["-".join(map(str, c)) for c in CASES])
 def test_softmax_kernel_vulkan(kind, rows, n, dtype):
     check_case(kind, rows, n, dtype)
+
+
+@settings(
+    max_examples=6,
+    derandomize=True,
+    deadline=None,
+    database=None,  # no .hypothesis directory in the checkout
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    kind=st.sampled_from(["softmax", "rmsnorm", "layernorm"]),
+    rows=st.integers(1, 4096),
+    n=st.one_of(st.integers(2, 2048), st.integers(2049, 70000)),
+    dtype=st.sampled_from(["f32", "f16"]),
+    packed=st.booleans(),
+)
+def test_softmax_kernel_hypothesis(kind, rows, n, dtype, packed):
+    """Rows of 2..70000 (a row of one element is IREE's), 1..4096 rows, with
+    lavapipe's one row per workgroup or GPU-style packed rows."""
+    rows = max(1, min(rows, (1 << 21) // n))  # at most ~2M elements per case
+    check_case(kind, rows, n, dtype, target=packed_vulkan() if packed else None)
 
 
 # lavapipe keeps one row per workgroup (packed_synced_row_threads = 8);

@@ -8,8 +8,11 @@ order, and merge the two groups when the rule allows it and the merge keeps:
 - no cycle between groups (a path from one group to the other through a third
   op or group would make the pair depend on itself);
 - index safety (safety.py);
-- the target's limits: bindings per dispatch, and shared memory for a row that
-  a softmax-like group keeps on chip;
+- the target's limits: bindings per dispatch (a softmax-like group keeps no
+  row on chip: its kernel recomputes intermediates and re-reads the row
+  through the cache, so a row longer than shared memory is no reason to cut
+  it; whether the kernel takes the group is strategies/softmax.py's
+  group_refusal, asked before outlining);
 - a group kind that exists (classify() in groups.py).
 
 Repeat until nothing changes. Ops of class "other" that are not StableHLO
@@ -23,7 +26,7 @@ from itertools import pairwise
 
 from ..targets import Target
 from .graph import FuncGraph, bytes_of, value_key
-from .groups import REDUCTION_KINDS, Group, classify, has_chained_reductions, reduce_dims
+from .groups import REDUCTION_KINDS, Group, classify, has_chained_reductions
 from .rules import EDGE_RULES, siblings
 from .safety import duplicated, outputs_of, unsafe_duplication
 
@@ -186,17 +189,6 @@ class FuncPlan:
         inputs = self.graph.values_from_outside(merged)
         return len(inputs) + len(outputs_of(self.graph, merged))
 
-    def _row_bytes(self, merged: set[int]) -> int:
-        rows = [self.graph.nodes[i] for i in merged if self.graph.nodes[i].cls == "reduce"]
-        worst = 0
-        for r in rows:
-            shape = r.operand_shapes[0] or []
-            n = 1
-            for d in reduce_dims(r):
-                n *= shape[d] if d < len(shape) else 1
-            worst = max(worst, n * 4)  # accumulate in f32
-        return worst
-
     def refusal(self, a: int, b: int) -> str | None:
         """Why groups a and b may not merge, or None."""
         ga, gb = self.members[a], self.members[b]
@@ -206,11 +198,6 @@ class FuncPlan:
         kind, _ = classify(self.graph, merged)
         if kind == "other":
             return "an op with no fusion rule"
-        if kind == "softmax-like" and self._row_bytes(merged) > self.target.shared_memory_bytes:
-            return (
-                f"row of {self._row_bytes(merged)} bytes does not fit "
-                f"{self.target.shared_memory_bytes} bytes of shared memory"
-            )
         bindings = self._bindings(merged)
         if bindings > max_bindings(self.target):
             return f"{bindings} bindings > {max_bindings(self.target)}"
