@@ -119,6 +119,16 @@ def test_column_reduction_edges(shape, dims, dtype, op):
     check_numerics(module, shape, dims, dtype, op)
 
 
+@pytest.mark.parametrize("shape,vector", [((70000, 3), 1), ((640, 6), 2), ((64, 50257), 4)])
+def test_narrow_kept_dim_takes_dividing_vectors(shape, vector):
+    """A kept dim narrower than a subgroup's vectors takes the widest vector
+    dividing it (3 -> scalars, 6 -> pairs), else every load is masked; a wide
+    ragged one keeps 4-vectors (only its last workgroup is masked)."""
+    module = compile_column(reduce_program(shape, [0], "f32", "add"))
+    assert f"vector={vector}" in module.reports[0].params, module.reports[0].line()
+    check_numerics(module, shape, [0], "f32", "add")
+
+
 @pytest.mark.parametrize("shape", [(8191, 256), (1, 300)])
 def test_unsplittable_lengths_fall_back_with_a_reason(shape):
     """A prime reduced length above the workgroup's thread limit (or 1) has
