@@ -4,6 +4,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "samples"))
@@ -89,3 +90,16 @@ def random_inputs(shape, bshape, dtype, seed=0):
 @pytest.fixture(scope="session")
 def root():
     return ROOT
+
+
+def cpu_hypothesis(max_examples: int, *health_checks: HealthCheck):
+    """Hypothesis settings for numerics on lavapipe: few, fixed examples (the
+    suite runs on a CPU), no deadline, no .hypothesis directory in the
+    checkout."""
+    return settings(
+        max_examples=max_examples,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, *health_checks],
+    )

@@ -14,8 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
-from conftest import REDUCE_OPS, reduce_program
-from hypothesis import HealthCheck, assume, given, settings
+from conftest import REDUCE_OPS, cpu_hypothesis, reduce_program
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 from references import SAMPLES
 from test_ir import filecheck
@@ -90,12 +90,7 @@ def column_cases(draw):
     return shape, dims, dtype, op
 
 
-@settings(
-    max_examples=30,
-    derandomize=True,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+@cpu_hypothesis(30, HealthCheck.filter_too_much)
 @given(column_cases())
 def test_column_reduction_matrix(case):
     shape, dims, dtype, op = case

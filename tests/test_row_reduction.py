@@ -17,8 +17,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
-from conftest import REDUCE_OPS, reduce_program
-from hypothesis import HealthCheck, given, settings
+from conftest import REDUCE_OPS, cpu_hypothesis, reduce_program
+from hypothesis import given
 from hypothesis import strategies as st
 from iree.compiler import ir
 from test_ir import filecheck
@@ -107,13 +107,7 @@ def test_row_reduction_vulkan(shape, dtype, op):
     check_case(shape, dtype, op)
 
 
-@settings(
-    max_examples=6,
-    derandomize=True,
-    deadline=None,
-    database=None,  # no .hypothesis directory in the checkout
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@cpu_hypothesis(6)
 @given(
     rows=st.integers(1, 4096),
     n=st.one_of(st.integers(1, 2048), st.integers(2049, 70000)),

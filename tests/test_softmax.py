@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pytest
 import tilefuse
-from conftest import tensor
-from hypothesis import HealthCheck, given, settings
+from conftest import cpu_hypothesis, tensor
+from hypothesis import given
 from hypothesis import strategies as st
 from iree.compiler import ir
 from test_ir import filecheck
@@ -186,13 +186,7 @@ def test_softmax_kernel_vulkan(kind, rows, n, dtype):
     check_case(kind, rows, n, dtype)
 
 
-@settings(
-    max_examples=6,
-    derandomize=True,
-    deadline=None,
-    database=None,  # no .hypothesis directory in the checkout
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@cpu_hypothesis(6)
 @given(
     kind=st.sampled_from(["softmax", "rmsnorm", "layernorm"]),
     rows=st.integers(1, 4096),
