@@ -229,11 +229,11 @@ def test_short_rows_are_all_tail(tmp_path):
 # Rows that take one subgroup each share a workgroup, R rows on thread y
 # (R*T up to lavapipe's packed_row_threads, 1024; R dividing the innermost
 # row count; the R rows' accumulators within 32 KiB of workgroup memory):
-# rows of 1000 f32 -> 64 rows (128 would need 33280 bytes); 64 rows of 33 f16
-# -> 64; a rank-3 [4, 6, 33] -> 2 (the largest power of two dividing 6); 12
-# rows of 5 -> 4.
+# rows of 1000 f32 -> 128 rows (two 32-float accumulators each: 32768 bytes,
+# exactly the limit); 64 rows of 33 f16 -> 64; a rank-3 [4, 6, 33] -> 2 (the
+# largest power of two dividing 6); 12 rows of 5 -> 4.
 MULTI_ROW = [
-    ((4096, 1000), "f32", "add", 64),
+    ((4096, 1000), "f32", "add", 128),
     ((64, 33), "f16", "add", 64),
     ((4, 6, 33), "f32", "max", 2),
     ((12, 5), "bf16", "min", 4),

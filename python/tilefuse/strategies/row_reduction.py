@@ -151,11 +151,12 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     chunk = threads * vector
     full = n // chunk * chunk
     layout = "divisible" if full == n else ("ragged" if full else "short")
-    # Workgroup memory: the T*V accumulator (two with a tail) plus one slot
-    # per subgroup.
     acc_bytes = max(4, d.outputs[0].bits // 8)
     accumulators = 1 if layout == "divisible" else 2
-    row_bytes = accumulators * chunk * acc_bytes + (threads // sg) * 4
+    # Workgroup memory per row: the accumulators, plus IREE's slot per
+    # subgroup when a row spans several (one subgroup combines by shuffles
+    # alone).
+    row_bytes = accumulators * chunk * acc_bytes + (threads // sg * 4 if threads > sg else 0)
     per_wg = _rows_per_workgroup(rows, threads, target)
     # Fewer rows per workgroup rather than none when the rows' accumulators
     # do not all fit in workgroup memory.
