@@ -204,7 +204,7 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
 
     // Step 7. Each combine, with the fill of its result, in a forall of one
-    // thread y per row: mapping adds the guard `thread_id.x < 1` that step 13
+    // thread y per row: mapping adds the guard `thread_id.x < 1` that step 12
     // turns into a distributed combine over the row's T threads.
     %inits, %combines_t = transform.foreach %combines
         : !transform.any_op -> !transform.any_op, !transform.any_op {
@@ -227,9 +227,9 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
 
-    // Step 8. Vectorize: each reduction thread's ops to one V-wide vector,
-    // the combines to one T*V-wide vector.multi_reduction (the root waits
-    // for step 11). Then swap each chunk loop with the thread
+    // Step 8. Vectorize: each thread's ops (reductions' and root's) to one
+    // V-wide vector, the combines to one T*V-wide vector.multi_reduction.
+    // Then swap each chunk loop with the thread
     // forall inside it: a thread loops over the chunks in its own code, with
     // no barrier between chunks.
     // A producer the fusion above left on its own (it does so with dynamic
@@ -262,7 +262,7 @@ module attributes {transform.with_named_sequence} {
     // workgroup-memory buffers; inputs are read in place from their
     // bindings, the root writes its binding. Canonicalize, CSE, canonicalize:
     // bufferization leaves self-copies that would stop the distribution in
-    // step 13.
+    // step 12.
     transform.iree.eliminate_empty_tensors %func : (!transform.any_op) -> ()
     %bufferized = transform.iree.bufferize <{target_gpu}> %func
       : (!transform.any_op) -> !transform.any_op
@@ -283,7 +283,7 @@ module attributes {transform.with_named_sequence} {
     // a vector.multi_reduction), and are mapped to thread ids; mapping puts
     // a barrier after each, so an op reading workgroup memory waits for the
     // op that wrote it. The subgroup size must be the target's (lavapipe 8):
-    // step 13 sizes its shuffles by it.
+    // step 12 sizes its shuffles by it.
     transform.iree.forall_to_workgroup %bufferized : (!transform.any_op) -> ()
     %done = transform.param.constant #iree_codegen.translation_info<
         pipeline = #iree_codegen.no_pipeline workgroup_size = [64, 1, 1]
@@ -306,7 +306,7 @@ module attributes {transform.with_named_sequence} {
         workgroup_dims = [64, 1, 1] subgroup_size = 8
         {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()
 
-    // Step 12. Keep each thread's running partial in registers across a
+    // Step 11. Keep each thread's running partial in registers across a
     // reduction's chunk loop (its accumulator slice is read and written at
     // loop-invariant indices), then drop the barriers that guard no
     // conflicting access (MLIR's analysis keeps every one it cannot prove
@@ -317,7 +317,7 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.gpu.eliminate_barriers
     } : !transform.any_op
 
-    // Step 13. Distribute every combine over all T threads: the guarded region
+    // Step 12. Distribute every combine over all T threads: the guarded region
     // becomes a T-lane warp op, its T*V vector splits into one V-vector per
     // lane (exactly the slice the lane accumulated), and the reduction across
     // lanes becomes subgroup shuffles, then workgroup memory and a barrier
@@ -331,7 +331,7 @@ module attributes {transform.with_named_sequence} {
         {tilefuse.param = "warp_size"} : (!transform.any_op) -> !transform.any_op
     transform.iree.vector.warp_distribute %kernel : (!transform.any_op) -> ()
 
-    // Step 14. Lower what is left of the vector dialect to what the SPIR-V
+    // Step 13. Lower what is left of the vector dialect to what the SPIR-V
     // and NVVM back ends take: 1-D transfers, masks as selects.
     transform.apply_patterns to %kernel {
       transform.apply_patterns.vector.cast_away_vector_leading_one_dim
@@ -341,7 +341,7 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %kernel : !transform.any_op
 
-    // Step 15. IREE was told the kernel is finished, and for which workgroup
+    // Step 14. IREE was told the kernel is finished, and for which workgroup
     // size, in step 10; print it: the driver reads the printout to check
     // that the strategy really ran (python/tilefuse/verify.py).
     transform.print %kernel : !transform.any_op
