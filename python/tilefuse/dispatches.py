@@ -87,6 +87,15 @@ class Dispatch:
             return "elementwise"
         return "other"
 
+    def generic_root_problem(self) -> str | None:
+        """Why this dispatch has no linalg.generic root a strategy can tile,
+        or None: the opening check of every strategy's chooser."""
+        if self.problem:
+            return self.problem
+        if self.root_op != "linalg.generic":
+            return f"root op is {self.root_op}, not linalg.generic"
+        return None
+
 
 def _looks_like_contraction(d: Dispatch) -> bool:
     return len(d.iterator_types) >= 3 and d.iterator_types.count("reduction") == 1

@@ -38,10 +38,9 @@ class Tuning:
 
 def _check(d: Dispatch) -> str | None:
     """Why the column kernel does not apply, or None."""
-    if d.problem:
-        return d.problem
-    if d.root_op != "linalg.generic":
-        return f"root op is {d.root_op}, not linalg.generic"
+    why_not = d.generic_root_problem()
+    if why_not:
+        return why_not
     its = d.iterator_types
     if "reduction" not in its:
         return "root has no reduction dims"

@@ -33,10 +33,9 @@ def _largest_divisor_at_most(n: int, limit: int) -> int:
 
 def _check(d: Dispatch) -> str | None:
     """Why the loop kernel does not apply, or None."""
-    if d.problem:
-        return d.problem
-    if d.root_op != "linalg.generic":
-        return f"root op is {d.root_op}, not linalg.generic"
+    why_not = d.generic_root_problem()
+    if why_not:
+        return why_not
     if "reduction" in d.iterator_types:
         return "root has reduction dims"
     if not d.loop_ranges:

@@ -80,10 +80,9 @@ def _rows_per_workgroup(rows: list[int], threads: int, target: Target) -> int:
 
 def _check(d: Dispatch) -> str | None:
     """Why the row kernel does not apply, or None."""
-    if d.problem:
-        return d.problem
-    if d.root_op != "linalg.generic":
-        return f"root op is {d.root_op}, not linalg.generic"
+    why_not = d.generic_root_problem()
+    if why_not:
+        return why_not
     its = d.iterator_types
     if "reduction" not in its:
         return "root has no reduction dims"
