@@ -117,6 +117,14 @@ def column_sum_small(rng, small=False):
     return [x], [x.astype(np.float64).sum(0)], 1e-4  # f32 sums of 512 values
 
 
+def argmax_f32(rng, small=False):
+    # Rounded to a tenth, so rows have ties; every 50th row gets a NaN (numpy
+    # and tilefuse both return the first NaN's index).
+    x = np.round(rng.standard_normal((4096, 1000)), 1).astype(np.float32)
+    x[::50, 321] = np.nan
+    return [x], [np.argmax(x, axis=1)], 0  # indices: exact
+
+
 SAMPLES = {
     "gelu_bf16": gelu_bf16,
     "gelu_f32": gelu_f32,
@@ -132,4 +140,5 @@ SAMPLES = {
     "row_sum_f32": row_sum_f32,
     "column_sum_f16": column_sum_f16,
     "column_sum_small": column_sum_small,
+    "argmax_f32": argmax_f32,
 }

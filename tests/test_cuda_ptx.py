@@ -25,6 +25,7 @@ SAMPLE_STRATEGIES = [
     ("column_sum_f16", "column_reduction"),
     ("column_sum_small", "column_reduction"),
     ("row_sum_f32", "row_reduction"),
+    ("argmax_f32", "softmax"),
 ]
 
 

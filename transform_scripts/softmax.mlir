@@ -8,6 +8,12 @@
 // reduction's result broadcast back over the row; the last elementwise op is
 // the root (its result is stored). Example (softmax):
 //   m = max(x);  e = exp(x - m);  s = sum(e);  y = e / s
+// The root may instead be the last row reduction (argmax, as rewritten by
+// python/tilefuse/fusion/argminmax.py:
+//   m = max(key(x));  i = min(key(x) == m ? iota : INT_MAX)):
+// it is then split and combined like the others, its combine writes the
+// row's value to global memory, and the root loop below is empty (its
+// handle, %elementwise_root, matches nothing).
 //
 // R rows per workgroup [T, R, 1], row r on thread y = r (R = 1 unless a row
 // takes a single subgroup; several one-subgroup rows share a workgroup as in
@@ -81,6 +87,11 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> !transform.any_op
     %wg_root = transform.structured.match attributes{"tilefuse.wg_root"} in %func
       : (!transform.any_op) -> !transform.any_op
+    // The root again, if it is elementwise (empty if it is a reduction: it
+    // is then among %reductions below).
+    %elementwise_root = transform.structured.match ops{["linalg.generic"]}
+        attributes{"tilefuse.wg_root", iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>]}
+        in %func : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.tensor.fold_tensor_empty
       transform.apply_patterns.canonicalization
@@ -162,7 +173,7 @@ module attributes {transform.with_named_sequence} {
     // mapping (warpgroup y/x, which no step here maps) until step 10: the
     // distribution pass refuses foralls mapped to thread x/y, and an
     // unmapped forall of one iteration would be folded away.
-    %root_tile, %root_forall = transform.structured.tile_using_forall %wg_root
+    %root_tile, %root_forall = transform.structured.tile_using_forall %elementwise_root
         tile_sizes [1, 4] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>])
         {tilefuse.param = "thread_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)

@@ -23,12 +23,14 @@ class Program:
     functions: list[str]  # public functions, the callable entry points
 
 
-def _location(loc: ir.Location, name: str) -> str:
+def location_text(loc: ir.Location, name: str | None = None) -> str:
+    """`name:line:col` of a file location (`name` defaults to its file), or
+    `name` (else the location as printed) if it has no file position."""
     # Python bindings print a file location as loc("file":line:col).
     m = re.match(r'loc\("([^"]*)":(\d+):(\d+)', str(loc))
     if not m:
-        return name
-    return f"{name}:{m.group(2)}:{m.group(3)}"
+        return name or str(loc)
+    return f"{name or m.group(1)}:{m.group(2)}:{m.group(3)}"
 
 
 def _looks_like_path(source: str) -> bool:
@@ -67,7 +69,7 @@ def load_program(source: str | Path | bytes) -> Program:
         diags = e.error_diagnostics
         if diags:
             d = diags[0]
-            raise TilefuseError(d.message, _location(d.location, name)) from None
+            raise TilefuseError(d.message, location_text(d.location, name)) from None
         raise TilefuseError(f"cannot parse: {e}", name) from None
 
     functions = []

@@ -18,6 +18,8 @@ from iree.compiler import ir
 from ..errors import TilefuseError
 from ..irutil import symbol_name, walk
 
+# linalg ops that live in a linalg.generic's body (counted with the generic).
+REGION_OPS = ("linalg.index", "linalg.yield")
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 # Ops inside a linalg body that compute nothing.
@@ -121,7 +123,7 @@ def dispatch_cost(func: ir.Operation) -> DispatchCost:
             read[_slice_key(op)] = tensor_bytes(op.results[0].type)
         elif op.name == STORE:
             written[_slice_key(op)] = tensor_bytes(op.operands[0].type)
-        elif op.name.startswith("linalg."):
+        elif op.name.startswith("linalg.") and op.name not in REGION_OPS:
             f, t = _op_flops(op)
             flops += f
             tensor_core += t

@@ -5,6 +5,7 @@ as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
     groups.py   group kinds and heroes
     rules.py    the fusion kinds as predicates over producer -> consumer edges
     safety.py   XLA's index-safety rule (no silent recomputation)
+    argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
     dump.py     ByteIR-style outlined functions, Graphviz picture
@@ -16,6 +17,7 @@ from iree.compiler import ir
 
 from ..errors import TilefuseError
 from ..targets import Target
+from .argminmax import rewrite_function
 from .graph import FuncGraph, module_graphs
 from .groups import Group
 from .outline import LOC_PREFIX, outline_function
@@ -76,7 +78,14 @@ def fuse(text: str, target: Target) -> FusionPlan:
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
     module = ir.Module.parse(text, ctx)
+    rewrites = []
+    if target.is_gpu:
+        for op in module.body.operations:
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks:
+                name = ir.StringAttr(op.operation.attributes["sym_name"]).value
+                rewrites += [f"{name}: {line}" for line in rewrite_function(op.operation)]
     plan = plan_module(module, target)
+    plan.log = rewrites + plan.log
     for g in plan.graphs:
         if g.name in plan.groups:
             plan.region_order[g.name] = outline_function(g, plan.groups[g.name])

@@ -13,6 +13,11 @@ l + R*T, ...), one loop with no barrier inside. Elementwise ops other than
 the root are recomputed in registers where they are read (no row is kept
 anywhere). Only the root's row is written to global memory, once.
 
+The root may instead be a row reduction that reads earlier ones (argmax and
+argmin, which fusion/argminmax.py rewrites as a max of keys, then a min of
+the indices holding it): it is then the last reduction, its combine writes
+one value per row to global memory, and there is no root loop.
+
 Why recompute rather than keep such a row (softmax's exp(x - max)) in
 workgroup memory, measured on lavapipe (softmax 4096x1000 f32): kept, the row
 is written by two ops when the last chunk is peeled, and IREE's bufferization
@@ -56,7 +61,7 @@ FUSION_KINDS = ("softmax-like",)
 # elementwise ops over them, reductions over the row, and broadcasts (of a
 # reduction's result back over the row, or of a [N] vector such as a scale).
 GROUP_OPS = ("elementwise", "reduce", "constant")
-GROUP_INDEX_OPS = ("stablehlo.broadcast_in_dim",)
+GROUP_INDEX_OPS = ("stablehlo.broadcast_in_dim", "stablehlo.iota")
 # Reduction bodies, as StableHLO ops (the dispatch-level names are in COMBINERS).
 GROUP_COMBINERS = {
     "stablehlo.add": "add",
@@ -174,8 +179,11 @@ def _check(d: Dispatch) -> str | None:
     """Why the kernel does not apply to this dispatch, or None."""
     if d.problem:
         return d.problem
-    if d.root_op != "linalg.generic" or d.iterator_types != ["parallel", "parallel"]:
-        return "root is not a rank-2 elementwise linalg.generic"
+    if d.root_op != "linalg.generic" or d.iterator_types not in (
+        ["parallel", "parallel"],
+        ["parallel", "reduction"],
+    ):
+        return "root is not a rank-2 linalg.generic (elementwise or row reduction)"
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
     if len(d.outputs) != 1:
@@ -194,7 +202,9 @@ def _check(d: Dispatch) -> str | None:
             return f"a linalg.generic over {op.iterator_types}"
         if any(b > MAX_ACCUMULATOR_BITS for b in op.result_bits):
             return "a result wider than 32 bits (shuffles are 32-bit)"
-    if not reductions:
+    root_reduces = d.iterator_types[-1] == "reduction"
+    if reductions < 1 + root_reduces:
+        # A lone row reduction is the row kernel's (row_reduction.py).
         return "no row reduction besides the root"
     return None
 
@@ -239,6 +249,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         "peel": n % chunk != 0 and n > chunk,
     }
     group = f"{d.group_kind} group, " if d.group_kind else ""
+    stored = "the last one stored" if d.iterator_types[-1] == "reduction" else "then the root"
     notes = ""
     if params["peel"]:
         notes = f", {n // chunk} chunks of {chunk} and one of {n % chunk}"
@@ -247,8 +258,8 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     if per_wg > 1:
         notes += f", {per_wg} rows per workgroup"
     return params, (
-        f"{group}{reductions} reductions + {len(generics) - reductions} elementwise ops "
-        f"(all but the root recomputed where read) per row of {n}, "
+        f"{group}{reductions} reductions ({stored}) + {len(generics) - reductions} "
+        f"elementwise ops (recomputed where read) per row of {n}, "
         f"{threads} threads x {vector}-vectors{notes}"
     )
 
