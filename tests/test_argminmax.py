@@ -10,6 +10,7 @@ Every numerics case asserts the rewrite happened and the kernel ran.
 """
 
 import dataclasses
+import math
 
 import ml_dtypes
 import numpy as np
@@ -71,20 +72,23 @@ def jax_body(kind, dtype, tie="LT", nan=True, compare_type=None):
     return lines
 
 
-def program(kind, rows, n, dtype="f32", body=None, return_values=False):
-    """jnp.argmax (argmin) over the rows of x: [rows, n] -> [rows] i32."""
-    x, idx = tensor([rows, n], dtype), tensor([rows, n], "i32")
-    vals, out = tensor([rows], dtype), tensor([rows], "i32")
+def program(kind, rows, n, dtype="f32", body=None, return_values=False, lead=None):
+    """jnp.argmax (argmin) over the innermost dim of x: [rows, n] -> [rows]
+    i32, or [*lead, n] -> lead when `lead` is given."""
+    lead = [rows] if lead is None else lead
+    x, idx = tensor([*lead, n], dtype), tensor([*lead, n], "i32")
+    vals, out = tensor(lead, dtype), tensor(lead, "i32")
+    axis = len(lead)
     init = INITS[dtype][kind == "argmin"]
     results = f"{vals}, {out}" if return_values else out
     returned = "%r#0, %r#1" if return_values else "%r#1"
     body = body or jax_body(kind, dtype)
     lines = [
         f"func.func @main(%x: {x}) -> ({results}) {{",
-        f"  %iota = stablehlo.iota dim = 1 : {idx}",
+        f"  %iota = stablehlo.iota dim = {axis} : {idx}",
         f"  %init = stablehlo.constant dense<{init}> : {tensor([], dtype)}",
         f"  %zero = stablehlo.constant dense<0> : {tensor([], 'i32')}",
-        "  %r:2 = stablehlo.reduce(%x init: %init), (%iota init: %zero) across dimensions = [1]",
+        f"  %r:2 = stablehlo.reduce(%x init: %init), (%iota init: %zero) across dimensions = [{axis}]",
         f"      : ({x}, {idx}, {tensor([], dtype)}, {tensor([], 'i32')}) -> ({vals}, {out})",
         (
             f"   reducer(%a: {tensor([], dtype)}, %b: {tensor([], dtype)}) "
@@ -128,17 +132,20 @@ def reference(kind, x):
     return (np.argmax if kind == "argmax" else np.argmin)(wide, axis=1).astype(np.int32)
 
 
-def check_case(kind, rows, n, dtype="f32", target=None, params=""):
-    result = tilefuse.compile_program(program(kind, rows, n, dtype), target or "vulkan")
+def check_case(kind, rows, n, dtype="f32", target=None, params="", lead=None):
+    """`lead`: x is [*lead, n] (rows = their product), as viewed by the rewrite."""
+    text = program(kind, rows, n, dtype, lead=lead)
+    result = tilefuse.compile_program(text, target or "vulkan")
     assert any(f"{kind} at" in line and "rewritten" in line for line in result.fusion.log)
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
     assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [
         r.line() for r in module.reports
     ]
     assert params in module.reports[0].params, module.reports[0].line()
-    x = inputs(rows, n, dtype)
-    got, want = module.main(x), reference(kind, x)
-    assert got.dtype == np.int32 and got.shape == (rows,)
+    lead = [rows] if lead is None else lead
+    x = inputs(rows, n, dtype).reshape(*lead, n)
+    got, want = module.main(x).reshape(rows), reference(kind, x.reshape(rows, n))
+    assert got.dtype == np.int32
     bad = np.nonzero(got != want)[0]
     assert not len(bad), (
         f"{kind} {rows}x{n} {dtype}: {len(bad)} rows wrong, e.g. row {bad[0]}: "
@@ -165,6 +172,13 @@ CASES = [
 @pytest.mark.parametrize("kind,rows,n,dtype", CASES, ids=["-".join(map(str, c)) for c in CASES])
 def test_argminmax_vulkan(kind, rows, n, dtype):
     check_case(kind, rows, n, dtype)
+
+
+@pytest.mark.parametrize("lead", [[8, 64], [2, 3, 5], []], ids=["8x64", "2x3x5", "vector"])
+def test_argminmax_other_ranks(lead):
+    """Reduced innermost dim of rank 3, 4 and 1: the rewrite views x as rows
+    (a reshape IREE folds into the load) and reshapes the indices back."""
+    check_case("argmax", math.prod(lead), 257, "f32", lead=lead)
 
 
 def test_argmax_packed_rows():

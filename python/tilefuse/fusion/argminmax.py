@@ -166,8 +166,8 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
     x, iota, value_init, index_init = op.operands
     shape = shape_of(x.type)
     dims = list(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
-    if shape is None or len(shape) != 2 or dims != [1]:
-        return "not over the innermost dim of a rank-2 tensor (the softmax kernel's rows)", ""
+    if shape is None or dims != [len(shape) - 1]:
+        return "not over the innermost dim alone (the softmax kernel's rows)", ""
     element = str(ir.ShapedType(x.type).element_type)
     index_type = str(ir.ShapedType(iota.type).element_type)
     if element not in FLOAT_TYPES and element not in INT_TYPES:
@@ -178,7 +178,7 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
     if not (
         hasattr(producer, "operation")
         and producer.operation.name == "stablehlo.iota"
-        and ir.IntegerAttr(producer.operation.attributes["iota_dimension"]).value == 1
+        and ir.IntegerAttr(producer.operation.attributes["iota_dimension"]).value == dims[0]
     ):
         return "the indices are not an iota along the reduced dim", ""
     if any(True for _ in op.results[0].uses):
@@ -193,12 +193,23 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
     return None, kind
 
 
-def _template(kind: str, x_type: str, element: str, rows: int, loc: str) -> str:
-    """The rewrite as a function of (x, iota), every op at the reduce's location."""
-    i32, i1 = x_type.replace(element, "i32"), x_type.replace(element, "i1")
+def _template(kind: str, shape: list[int], element: str, loc: str) -> str:
+    """The rewrite as a function of x, every op at the reduce's location. x
+    of another rank than 2 is reshaped to rows of its innermost dim (a view,
+    IREE folds it), and the indices back."""
+    *kept, n = shape
+    rows = math.prod(kept)
+    in_type = f"tensor<{''.join(f'{d}x' for d in shape)}{element}>"
+    out_type = f"tensor<{''.join(f'{d}x' for d in kept)}i32>"
+    x_type = f"tensor<{rows}x{n}x{element}>"
+    i32, i1 = f"tensor<{rows}x{n}xi32>", f"tensor<{rows}x{n}xi1>"
     row = f"tensor<{rows}xi32>"
     best, init = ("maximum", INT32_MIN) if kind == "argmax" else ("minimum", INT32_MAX)
-    lines = [
+    lines = []
+    if len(shape) != 2:
+        lines.append(f"%x = stablehlo.reshape %x_in : ({in_type}) -> {x_type}")
+    lines += [
+        f"%iota = stablehlo.iota dim = 1 : {i32}",
         f"%zero = stablehlo.constant dense<0> : {i32}",
         f"%none = stablehlo.constant dense<{INT32_MAX}> : {i32}",
     ]
@@ -244,10 +255,15 @@ def _template(kind: str, x_type: str, element: str, rows: int, loc: str) -> str:
             f" across dimensions = [1] : ({i32}, tensor<i32>) -> {row}"
         ),
     ]
+    result = "%index"
+    if len(shape) != 2:
+        lines.append(f"%result = stablehlo.reshape %index : ({row}) -> {out_type}")
+        result = "%result"
     body = "\n".join(f"  {line} {loc}" for line in lines)
+    x_arg = "%x" if len(shape) == 2 else "%x_in"
     return (
-        f"func.func @argminmax(%x: {x_type}, %iota: {i32}) -> {row} {{\n{body}\n"
-        f"  return %index : {row} {loc}\n}}"
+        f"func.func @argminmax({x_arg}: {in_type}) -> {out_type} {{\n{body}\n"
+        f"  return {result} : {out_type} {loc}\n}}"
     )
 
 
@@ -268,16 +284,14 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         if why:
             log.append(f"variadic reduce at {where} left to IREE: {why}")
             continue
-        x, iota = op.operands[0], op.operands[1]
-        x_type = str(x.type)
+        x = op.operands[0]
         element = str(ir.ShapedType(x.type).element_type)
-        rows, n = shape_of(x.type)
-        text = _template(kind, x_type, element, rows, loc)
+        shape = shape_of(x.type)
+        text = _template(kind, shape, element, loc)
         helper = ir.Module.parse(text, func.context)
         helper_func = helper.body.operations[0].operation
         helper_block = helper_func.regions[0].blocks[0]
         helper_block.arguments[0].replace_all_uses_with(x)
-        helper_block.arguments[1].replace_all_uses_with(iota)
         inner = [o.operation for o in helper_block.operations]
         for moved in inner[:-1]:
             moved.move_before(op)
@@ -288,10 +302,10 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             if owner is not None and not any(owner == q for q in producers):
                 producers.append(owner)
         op.erase()
-        for p in producers:  # the inits, and the iota if nothing else reads it
+        for p in producers:  # the inits and the iota, if nothing else reads them
             if not any(True for r in p.results for _ in r.uses):
                 p.erase()
-        log.append(f"{kind} at {where} over rows of {n} rewritten as two row reductions")
+        log.append(f"{kind} at {where} over rows of {shape[-1]} rewritten as two row reductions")
     return log
 
 

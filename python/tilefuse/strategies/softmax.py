@@ -139,8 +139,14 @@ def group_refusal(graph, group, target: Target) -> str | None:
         return f"target {target.name} has no GPU kernel"
     members = [graph.nodes[i] for i in group.members]
     for node in members:
-        if node.cls not in GROUP_OPS and node.name not in GROUP_INDEX_OPS:
-            return f"{node.name} in the group (only elementwise, broadcast and reduce)"
+        if node.name == "stablehlo.reshape":
+            # Of a value from outside (argmax over [B, S, N] viewed as
+            # [B*S, N], fusion/argminmax.py): IREE folds it into the load's
+            # binding. Inside the group it would stay a reshape in the dispatch.
+            if any(p in group.members for p in node.producers):
+                return "a reshape of a value computed in the group"
+        elif node.cls not in GROUP_OPS and node.name not in GROUP_INDEX_OPS:
+            return f"{node.name} in the group (only elementwise, broadcast, reduce, iota)"
     reduces = [node for node in members if node.cls == "reduce"]
     if not reduces:
         return "no reduction"
