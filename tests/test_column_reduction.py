@@ -124,6 +124,23 @@ def test_narrow_kept_dim_takes_dividing_vectors(shape, vector):
     check_numerics(module, shape, [0], "f32", "add")
 
 
+@pytest.mark.parametrize("shape,dims", [((70000, 3), [0]), ((3, 4, 5, 6), [1, 2])])
+def test_narrow_kept_dim_puts_row_chunks_on_x(shape, dims):
+    """lavapipe forms its subgroups from x alone (`subgroups_along_x`): with
+    fewer kept-column threads than a subgroup, thread x takes the row chunks
+    and y the columns ([split, kept threads, 1]); CUDA, whose warps span y
+    as well, keeps the columns on x (coalesced)."""
+    text = reduce_program(shape, dims, "f32", "add")
+    module = compile_column(text)
+    report = module.reports[0]
+    assert "row chunks on thread x" in report.reason, report.line()
+    split = report.params.split("split=")[1].split()[0]
+    assert f"wg=[{split}, " in report.params, report.line()
+    check_numerics(module, shape, dims, "f32", "add")
+    (cuda,) = tilefuse.compile_program(text, "cuda").reports
+    assert cuda.strategy == "column_reduction" and "row chunks" not in cuda.reason
+
+
 @pytest.mark.parametrize("shape", [(8191, 256), (1, 300)])
 def test_unsplittable_lengths_fall_back_with_a_reason(shape):
     """A prime reduced length above the workgroup's thread limit (or 1) has

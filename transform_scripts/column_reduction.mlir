@@ -125,7 +125,10 @@ module attributes {transform.with_named_sequence} {
 
     // Step 4. Threads: thread x owns `vector` consecutive columns, so
     // neighbouring threads read neighbouring vectors of the same row
-    // (coalesced); thread y owns one chunk of rows. The partial tensor's fill
+    // (coalesced); thread y owns one chunk of rows. (On a target that forms
+    // subgroups from x alone, lavapipe, fewer column threads than a subgroup
+    // swap the two: the chooser sets this mapping, and the combine's and the
+    // output's, with `tilefuse.param`.) The partial tensor's fill
     // is fused in so every thread initializes exactly its own slot. (Left
     // whole, every thread would fill all slots and could wipe the partials of
     // threads that already finished.)

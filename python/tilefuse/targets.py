@@ -32,6 +32,10 @@ class Target:
     packed_row_threads: int | None = None
     # The same for kernels with barriers between their phases (softmax).
     packed_synced_row_threads: int | None = None
+    # Subgroups are formed from consecutive x only (Mesa lavapipe runs x in
+    # SIMD steps, y and z in loops): a workgroup narrower than a subgroup in
+    # x leaves lanes idle, so kernels put their wider thread dim on x.
+    subgroups_along_x: bool = False
 
     @property
     def is_gpu(self) -> bool:
@@ -64,4 +68,5 @@ def load_target(name: str) -> Target:
         bf16_vector_elements=data.get("bf16_vector_elements"),
         packed_row_threads=data.get("packed_row_threads"),
         packed_synced_row_threads=data.get("packed_synced_row_threads"),
+        subgroups_along_x=data.get("subgroups_along_x", False),
     )

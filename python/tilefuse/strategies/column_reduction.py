@@ -120,6 +120,12 @@ def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict |
     for axis, (count, most) in enumerate(zip((grid_x, rows), target.max_workgroup_count)):
         if count > most:
             return None, f"grid {'xy'[axis]} would be {count} > {most} workgroups"
+    # Thread x over the kept columns (coalesced), thread y over the row
+    # chunks; swapped when x would be narrower than a subgroup on a target
+    # that forms subgroups from x alone (lavapipe: its idle lanes would cost
+    # more than the lost coalescing, which a CPU does not have).
+    swap = target.subgroups_along_x and threads_x < target.subgroup_size
+    kept_dim, chunk_dim = ("y", "x") if swap else ("x", "y")
     lead = [0] * len(batch)  # loop dims before the kept one, per op
     one = [1] * len(batch)
     params = {
@@ -137,12 +143,16 @@ def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict |
         "combine_vector": one + [1, vector],
         "output_threads": lead + [threads_x],
         "output_vector": one + [vector],
-        "workgroup_dims": [threads_x, split, 1],
+        "thread_mapping": [chunk_dim, kept_dim],
+        "kept_mapping": [kept_dim],
+        "workgroup_dims": [split, threads_x, 1] if swap else [threads_x, split, 1],
         "subgroup_size": target.subgroup_size,
         "grid": [grid_x, batch[0] if batch else 1, 1],
         "exact": kept % tile == 0,
     }
     notes = "" if params["exact"] else ", ragged edge masked"
+    if swap:
+        notes += f", row chunks on thread x ({threads_x} kept threads < a subgroup)"
     return params, f"column reduction {kept} kept x {reduced} reduced{notes}"
 
 
@@ -166,14 +176,23 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
             "static_tile_sizes": attrs.i64_array(p["workgroup_tile"], ctx),
             "mapping": attrs.mapping("block", p["workgroup_mapping"], ctx),
         },
-        "thread_count": {"static_num_threads": attrs.i64_array(p["thread_count"], ctx)},
+        "thread_count": {
+            "static_num_threads": attrs.i64_array(p["thread_count"], ctx),
+            "mapping": attrs.mapping("thread", p["thread_mapping"], ctx),
+        },
         "reduction_step": attrs.static_sizes(p["reduction_step"], ctx),
         "loop_vector": attrs.vector_sizes(p["loop_vector"], ctx),
         "partial_vector": attrs.vector_sizes(p["partial_vector"], ctx),
-        "combine_threads": {"static_num_threads": attrs.i64_array(p["combine_threads"], ctx)},
+        "combine_threads": {
+            "static_num_threads": attrs.i64_array(p["combine_threads"], ctx),
+            "mapping": attrs.mapping("thread", p["kept_mapping"], ctx),
+        },
         "combine_step": attrs.static_sizes(p["combine_step"], ctx),
         "combine_vector": attrs.vector_sizes(p["combine_vector"], ctx),
-        "output_threads": {"static_num_threads": attrs.i64_array(p["output_threads"], ctx)},
+        "output_threads": {
+            "static_num_threads": attrs.i64_array(p["output_threads"], ctx),
+            "mapping": attrs.mapping("thread", p["kept_mapping"], ctx),
+        },
         "output_vector": attrs.vector_sizes(p["output_vector"], ctx),
         **attrs.workgroup(p["workgroup_dims"], p["subgroup_size"], ctx),
     }
