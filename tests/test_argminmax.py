@@ -296,3 +296,46 @@ CHECK-NEXT: return
         "memref<1x32xi32, #gpu.address_space<workgroup>>",
         "memref<1xi32, #gpu.address_space<workgroup>>",
     ], allocs
+
+
+def test_argmax_of_a_returned_softmax():
+    """y = softmax(x) is returned and argmaxed: one chained group with two
+    results, which the softmax kernel refuses (it stores one row), so the
+    ops go to IREE with the reason logged. The planner's index-safety check
+    used to crash on the rewrite's iota in such a group (an op with no
+    operands)."""
+    softmax = [
+        "%fninf = stablehlo.constant dense<0xFF800000> : tensor<f32>",
+        "%fzero = stablehlo.constant dense<0.0> : tensor<f32>",
+        (
+            "%m = stablehlo.reduce(%x init: %fninf) applies stablehlo.maximum across dimensions = [1]"
+            " : (tensor<64x300xf32>, tensor<f32>) -> tensor<64xf32>"
+        ),
+        "%mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<64xf32>) -> tensor<64x300xf32>",
+        "%d = stablehlo.subtract %x, %mb : tensor<64x300xf32>",
+        "%e = stablehlo.exponential %d : tensor<64x300xf32>",
+        (
+            "%s = stablehlo.reduce(%e init: %fzero) applies stablehlo.add across dimensions = [1]"
+            " : (tensor<64x300xf32>, tensor<f32>) -> tensor<64xf32>"
+        ),
+        "%sb = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<64xf32>) -> tensor<64x300xf32>",
+        "%y = stablehlo.divide %e, %sb : tensor<64x300xf32>",
+    ]
+    argmax = program("argmax", 64, 300).splitlines()[1:-2]  # its body, reading %x
+    text = "\n".join(
+        [
+            "func.func @main(%x: tensor<64x300xf32>) -> (tensor<64x300xf32>, tensor<64xi32>) {",
+            *[f"  {line}" for line in softmax],
+            *[line.replace("(%x init", "(%y init") for line in argmax],
+            "  return %y, %r#1 : tensor<64x300xf32>, tensor<64xi32>",
+            "}",
+        ]
+    )
+    result = tilefuse.compile_program(text, "vulkan")
+    assert any("2 results" in line for line in result.fusion.log), result.fusion.log
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    x = np.random.default_rng(1).standard_normal((64, 300)).astype(np.float32)
+    y, index = module.main(x)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), atol=1e-6)
+    np.testing.assert_array_equal(index, np.argmax(y, axis=1))

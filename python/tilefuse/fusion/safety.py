@@ -51,10 +51,10 @@ def _step(node: Node, operand: int, sig: tuple) -> tuple:
 
 def _output_sig(graph: FuncGraph, members: set[int], node: Node) -> tuple:
     """Indexing at which a group output is written: reduced-space values carry it."""
-    for r in (graph.nodes[i] for i in members):
+    for r in (graph.nodes[i] for i in members if graph.nodes[i].cls == "reduce"):
         in_reduced_space = node.shape == r.shape and node.shape != r.operand_shapes[0]
         own = node.index == r.index or node.cls == "elementwise"
-        if r.cls == "reduce" and in_reduced_space and own:
+        if in_reduced_space and own:
             return (("reduced", tuple(reduce_dims(r))),)
     return ()
 
