@@ -300,10 +300,11 @@ CHECK-NEXT: return
 
 def test_argmax_of_a_returned_softmax():
     """y = softmax(x) is returned and argmaxed: one chained group with two
-    results, which the softmax kernel refuses (it stores one row), so the
-    ops go to IREE with the reason logged. The planner's index-safety check
-    used to crash on the rewrite's iota in such a group (an op with no
-    operands)."""
+    results, which the softmax kernel refuses (it stores one row). The
+    planner splits it after y (planner.split_plan, logged): the softmax,
+    then the argmax reading y back, both on the softmax kernel. The
+    planner's index-safety check used to crash on the rewrite's iota in
+    such a group (an op with no operands)."""
     softmax = [
         "%fninf = stablehlo.constant dense<0xFF800000> : tensor<f32>",
         "%fzero = stablehlo.constant dense<0.0> : tensor<f32>",
@@ -332,8 +333,9 @@ def test_argmax_of_a_returned_softmax():
         ]
     )
     result = tilefuse.compile_program(text, "vulkan")
-    assert any("2 results" in line for line in result.fusion.log), result.fusion.log
+    assert any("split into" in line and "2 results" in line for line in result.fusion.log)
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")] * 2
     x = np.random.default_rng(1).standard_normal((64, 300)).astype(np.float32)
     y, index = module.main(x)
     e = np.exp(x - x.max(axis=1, keepdims=True))

@@ -116,19 +116,38 @@ CHECK-NEXT: flow.return
     )
 
 
-def test_softmax_the_kernel_refuses_is_left_to_iree(tmp_path):
-    # Returning the row sums too: the kernel stores one row per dispatch, so
-    # the chained reductions are handed to IREE's own dispatch formation (in
-    # one region IREE's default codegen would recompute the max per tile),
-    # and the plan says why.
+def test_softmax_the_kernel_refuses_is_split(tmp_path):
+    # Returning the row sums too: index safety keeps the divide out (it would
+    # recompute the sum per element), and the group left, max through sum,
+    # has two results (exp(x - max) for the divide, the sums), which the
+    # softmax kernel refuses (it stores one). The split plan cuts it after
+    # the first result its own ops read again: exp(x - max) as one kernel,
+    # the sum of it as another; the plan says so.
     two = SOFTMAX.replace(
         "  return %y : tensor<4x64xf32>", "  return %y, %s : tensor<4x64xf32>, tensor<4xf32>"
     )
-    p, text = plan(two, "%x: tensor<4x64xf32>", "(tensor<4x64xf32>, tensor<4xf32>)")
+    p, _ = plan(two, "%x: tensor<4x64xf32>", "(tensor<4x64xf32>, tensor<4xf32>)")
+    assert [(g.kind, g.members, g.outlined) for g in p.all_groups()] == [
+        ("softmax-like", [2, 3, 4, 5], True),
+        ("row-reduction", [6], True),
+        ("loop", [7, 8], True),
+    ]
+    (line,) = [line for line in p.log if "split into" in line]
+    assert "2 results" in line and "main_row_reduction_reduce_6" in line
+
+
+def test_softmax_the_kernel_refuses_unsplit_is_left_to_iree(tmp_path):
+    # Rows of one element (IREE folds the unit dim away): the kernel refuses
+    # the group and no result of it is read again inside, so there is no
+    # split; the chained reductions go to IREE's own dispatch formation (in
+    # one region IREE's default codegen would recompute the max per tile),
+    # and the plan says why.
+    one = SOFTMAX.replace("4x64", "4x1")
+    p, text = plan(one, "%x: tensor<4x1xf32>", "tensor<4x1xf32>")
     (group,) = [g for g in p.all_groups() if g.kind == "softmax-like"]
     assert not group.outlined
     assert "chained reductions" in group.why_not_outlined
-    assert "2 results" in group.why_not_outlined
+    assert "rows of one element" in group.why_not_outlined
     filecheck(
         outlined_functions(text, VULKAN),
         """

@@ -369,3 +369,29 @@ def test_group_refusal_is_explicit():
     graph = plan.graphs[0]
     assert softmax.group_refusal(graph, group, vulkan) is None
     assert "no GPU kernel" in softmax.group_refusal(graph, group, load_target("cpu"))
+
+
+def test_split_plan_runs_right():
+    """Softmax returning its row sums too: the planner splits the refused
+    group (tests/test_fusion_rules.py) into exp(x - max) on the softmax
+    kernel, the sum on the row kernel and the divide on the loop kernel;
+    both results match numpy."""
+    text = program("softmax", 64, 1000).replace(
+        f"-> {tensor([64, 1000], 'f32')} {{",
+        f"-> ({tensor([64, 1000], 'f32')}, {tensor([64], 'f32')}) {{",
+    )
+    text = text.replace(
+        f"  return %y : {tensor([64, 1000], 'f32')}",
+        f"  return %y, %s : {tensor([64, 1000], 'f32')}, {tensor([64], 'f32')}",
+    )
+    result = tilefuse.compile_program(text, "vulkan")
+    assert any("split into" in line for line in result.fusion.log), result.fusion.log
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert [r.strategy for r in module.reports] == ["softmax", "row_reduction", "loop"], [
+        r.line() for r in module.reports
+    ]
+    (x,) = inputs("softmax", 64, 1000, "f32")
+    y, s = module.main(x)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(s, e.sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), atol=1e-6)

@@ -103,7 +103,8 @@ def classify(graph: FuncGraph, members: set[int]) -> tuple[str, int]:
     return "loop", nodes[-1].index
 
 
-def _upstream(graph: FuncGraph, members: set[int], node: Node) -> set[int]:
+def upstream_members(graph: FuncGraph, members: set[int], node: Node) -> set[int]:
+    """The members `node` reads from, directly or through other members."""
     seen, stack = set(), [node.index]
     while stack:
         for p in graph.nodes[stack.pop()].producers:
@@ -114,7 +115,7 @@ def _upstream(graph: FuncGraph, members: set[int], node: Node) -> set[int]:
 
 
 def _upstream_reduce(graph: FuncGraph, members: set[int], node: Node) -> bool:
-    return any(graph.nodes[p].cls == "reduce" for p in _upstream(graph, members, node))
+    return any(graph.nodes[p].cls == "reduce" for p in upstream_members(graph, members, node))
 
 
 def has_chained_reductions(graph: FuncGraph, members: set[int]) -> bool:

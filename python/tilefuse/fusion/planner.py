@@ -15,7 +15,10 @@ order, and merge the two groups when the rule allows it and the merge keeps:
   group_refusal, asked before outlining);
 - a group kind that exists (classify() in groups.py).
 
-Repeat until nothing changes. Ops of class "other" that are not StableHLO
+Repeat until nothing changes. A softmax-like group the softmax kernel
+refuses is cut in two where it re-reads one of its results (split_plan), or
+else left to IREE's dispatch formation; the log says which. Ops of class
+"other" that are not StableHLO
 (custom calls, util ops, func.call) and constants stay outside every group:
 IREE handles them as they are. Results only depend on the program, so names
 are derived from the function, the kind, the hero and the hero's position.
@@ -26,7 +29,13 @@ from itertools import pairwise
 
 from ..targets import Target
 from .graph import FuncGraph, bytes_of, value_key
-from .groups import REDUCTION_KINDS, Group, classify, has_chained_reductions
+from .groups import (
+    REDUCTION_KINDS,
+    Group,
+    classify,
+    has_chained_reductions,
+    upstream_members,
+)
 from .rules import EDGE_RULES, siblings
 from .safety import duplicated, outputs_of, unsafe_duplication
 
@@ -266,6 +275,7 @@ def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[s
     groups = [_describe(graph, sorted(m)) for _, m in sorted(plan.members.items())]
     for g in groups:
         plan.log += [f"{g.name}: {line}" for line in duplicated(graph, set(g.members))]
+    split: dict[str, list[Group]] = {}
     for g in groups:
         chained = g.outlined and has_chained_reductions(graph, set(g.members))
         if chained and not kernel_for("softmax-like"):
@@ -275,7 +285,14 @@ def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[s
             # A kernel exists: outline only the groups it takes, so that none
             # meets IREE's default codegen inside a region.
             why = kernel_refusal("softmax-like", graph, g, target)
-            if why:
+            parts = split_plan(graph, g, target) if why else None
+            if parts:
+                split[g.name] = parts
+                plan.log.append(
+                    f"{g.name}: split into {', '.join(p.name for p in parts)} "
+                    f"(the softmax kernel does not take it whole: {why})"
+                )
+            elif why:
                 g.outlined = False
                 g.why_not_outlined = (CHAINED_REFUSED if chained else SOFTMAX_REFUSED).format(
                     why=why
@@ -283,7 +300,32 @@ def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[s
         if g.outlined and g.kind == "matmul" and not plain_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = TRANSPOSED_FALLBACK
+    groups = [part for g in groups for part in split.get(g.name, [g])]
     return groups, plan.log
+
+
+def split_plan(graph: FuncGraph, group: Group, target: Target) -> list[Group] | None:
+    """A softmax-like group the kernel refuses, cut after a result it both
+    returns and reads again (softmax(x) returned and argmaxed): the ops that
+    result depends on, then the rest, which reads it back from memory. None
+    unless every part is a group some kernel takes (then the whole group is
+    left to IREE, as before)."""
+    members = set(group.members)
+    reread = [i for i in outputs_of(graph, members) if set(graph.nodes[i].users) & members]
+    if not reread:
+        return None
+    cut = graph.nodes[reread[0]]
+    head = upstream_members(graph, members, cut) | {cut.index}
+    parts = []
+    for part in (head, members - head):
+        described = _describe(graph, sorted(part))
+        if described.kind == "softmax-like":
+            if kernel_refusal("softmax-like", graph, described, target):
+                return None
+        elif has_chained_reductions(graph, part):
+            return None
+        parts.append(described)
+    return parts
 
 
 def _describe(graph: FuncGraph, members: list[int]) -> Group:
