@@ -396,3 +396,35 @@ def test_plan_is_stable_against_op_order(kind):
     )
     q, _ = plan(swapped, "%x: tensor<4x64xf32>", "tensor<4x64xf32>")
     assert [len(g.members) for g in p.all_groups()] == [len(g.members) for g in q.all_groups()]
+
+
+SOFTMAX_3D = SOFTMAX.replace("4x64", "2x4x64").replace("tensor<4xf32>", "tensor<2x4xf32>")
+SOFTMAX_3D = SOFTMAX_3D.replace("dimensions = [1]", "dimensions = [2]").replace(
+    "dims = [0]", "dims = [0, 1]"
+)
+
+
+def test_rank_3_softmax_is_viewed_as_rows():
+    # The kernel takes rank-2 rows; rows.py rewrites the group on [8, 64]
+    # and the second plan outlines it, with the input's reshape inside (IREE
+    # folds it into the load) and the result's reshape left alone.
+    p, _ = plan(SOFTMAX_3D, "%x: tensor<2x4x64xf32>", "tensor<2x4x64xf32>")
+    assert any("rows of [2, 4, 64] viewed as [8, 64]" in line for line in p.log), p.log
+    (group,) = [g for g in p.all_groups() if g.kind == "softmax-like"]
+    assert group.outlined and group.inputs == ["tensor<2x4x64xf32>"]
+    assert group.outputs == ["tensor<8x64xf32>"]
+
+
+def test_rank_3_softmax_with_a_broadcast_across_rows_stays_with_iree():
+    # A [4] bias added along dim 1: not a row-by-row op, so no view as rows;
+    # the planner's reason (rank 3) stands.
+    body = SOFTMAX_3D.replace(
+        "  return %y : tensor<2x4x64xf32>",
+        "  %pb = stablehlo.broadcast_in_dim %p, dims = [1] : (tensor<4xf32>) -> tensor<2x4x64xf32>\n"
+        "  %z = stablehlo.add %y, %pb : tensor<2x4x64xf32>\n"
+        "  return %z : tensor<2x4x64xf32>",
+    )
+    p, _ = plan(body, "%x: tensor<2x4x64xf32>, %p: tensor<4xf32>", "tensor<2x4x64xf32>")
+    assert not any("viewed as" in line for line in p.log), p.log
+    (group,) = [g for g in p.all_groups() if g.kind == "softmax-like"]
+    assert not group.outlined and "rank-3" in group.why_not_outlined

@@ -27,10 +27,10 @@ from tilefuse.runtime import CompiledModule
 from tilefuse.targets import load_target
 
 
-def _wrap(rows, n, dtype, body, extra_args):
+def _wrap(lead, n, dtype, body, extra_args):
     """Lines `body` compute %y (f32) from %x (f32); an f16 program converts
     its argument to %x and %y back to f16."""
-    t_in, t32 = tensor([rows, n], dtype), tensor([rows, n], "f32")
+    t_in, t32 = tensor([*lead, n], dtype), tensor([*lead, n], "f32")
     x = "%x" if dtype == "f32" else "%xin"
     args = [f"{x}: {t_in}"] + [f"%{a}: {tensor([n], 'f32')}" for a in extra_args]
     lines = [f"func.func @main({', '.join(args)}) -> {t_in} {{"]
@@ -45,22 +45,25 @@ def _wrap(rows, n, dtype, body, extra_args):
     return "\n".join(lines) + "\n"
 
 
-def program(kind, rows, n, dtype="f32"):
-    """StableHLO text of a softmax / rmsnorm / layernorm over rows of n."""
-    r, rn = tensor([rows], "f32"), tensor([rows, n], "f32")
+def program(kind, rows, n, dtype="f32", lead=None):
+    """StableHLO text of a softmax / rmsnorm / layernorm over rows of n: x is
+    [rows, n], or [*lead, n] when `lead` is given (rank 3, 4 activations)."""
+    lead = [rows] if lead is None else lead
+    r, rn = tensor(lead, "f32"), tensor([*lead, n], "f32")
     wb = tensor([n], "f32")
+    axis, kept = len(lead), list(range(len(lead)))
 
     def reduce(name, src, op, init):
         return (
             f"  %{name} = stablehlo.reduce({src} init: %{init}) applies stablehlo.{op} "
-            f"across dimensions = [1] : ({rn}, tensor<f32>) -> {r}"
+            f"across dimensions = [{axis}] : ({rn}, tensor<f32>) -> {r}"
         )
 
     def back(name, src):
-        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = [0] : ({r}) -> {rn}"
+        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = {kept} : ({r}) -> {rn}"
 
     def row(name, src):
-        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = [1] : ({wb}) -> {rn}"
+        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = [{axis}] : ({wb}) -> {rn}"
 
     consts = [
         "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
@@ -111,7 +114,7 @@ def program(kind, rows, n, dtype="f32"):
             f"  %y = stablehlo.add %scaled, %bb : {rn}",
         ]
         extra = ["g", "b"]
-    return _wrap(rows, n, dtype, consts + body, extra)
+    return _wrap(lead, n, dtype, consts + body, extra)
 
 
 NUMPY = {"f32": np.float32, "f16": np.float16}
@@ -395,3 +398,29 @@ def test_split_plan_runs_right():
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(s, e.sum(axis=1), rtol=1e-5)
     np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kind,lead,n",
+    [("softmax", [2, 3], 257), ("layernorm", [4, 16], 768), ("softmax", [2, 2, 8], 64)],
+    ids=["softmax-2x3x257", "layernorm-4x16x768", "softmax-2x2x8x64"],
+)
+def test_rank_3_and_4_rows_are_one_kernel(kind, lead, n):
+    """A softmax or layernorm over the innermost dim of a rank-3/4 tensor
+    (transformer activations, attention scores): fusion/rows.py rewrites the
+    group on [rows, n] with reshapes at its edges, and it runs as one
+    softmax-kernel dispatch (before: left to IREE, which made linalg.softmax
+    on its own codegen, or two dispatches for layernorm)."""
+    rows = math.prod(lead)
+    result = tilefuse.compile_program(program(kind, rows, n, lead=lead), "vulkan")
+    assert any(f"viewed as [{rows}, {n}]" in line for line in result.fusion.log), result.fusion.log
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [
+        r.line() for r in module.reports
+    ]
+    args = inputs(kind, rows, n, "f32")
+    ref = reference(kind, args).reshape(*lead, n)
+    out = module.main(args[0].reshape(*lead, n), *args[1:])
+    assert out.shape == ref.shape
+    err = float(np.max(np.abs(out.astype(np.float64) - ref)))
+    assert err <= 2e-6 + 2e-7 * math.sqrt(n), err

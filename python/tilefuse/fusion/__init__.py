@@ -6,6 +6,7 @@ as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
     rules.py    the fusion kinds as predicates over producer -> consumer edges
     safety.py   XLA's index-safety rule (no silent recomputation)
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
+    rows.py     softmax-like groups of rank > 2 rewritten on [rows, n]
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
     dump.py     ByteIR-style outlined functions, Graphviz picture
@@ -17,6 +18,7 @@ from iree.compiler import ir
 
 from ..errors import TilefuseError
 from ..targets import Target
+from . import rows
 from .argminmax import rewrite_function
 from .graph import FuncGraph, module_graphs
 from .groups import Group
@@ -85,13 +87,35 @@ def fuse(text: str, target: Target) -> FusionPlan:
                 name = ir.StringAttr(op.operation.attributes["sym_name"]).value
                 rewrites += [f"{name}: {line}" for line in rewrite_function(op.operation)]
     plan = plan_module(module, target)
-    plan.log = rewrites + plan.log
+    viewed = _view_as_rows(plan) if target.is_gpu else []
+    if viewed:
+        module.operation.verify()
+        plan = plan_module(module, target)
+    plan.log = rewrites + viewed + plan.log
     for g in plan.graphs:
         if g.name in plan.groups:
             plan.region_order[g.name] = outline_function(g, plan.groups[g.name])
     module.operation.verify()
     plan.text = module.operation.get_asm(enable_debug_info=True)
     return plan
+
+
+def _view_as_rows(plan: FusionPlan) -> list[str]:
+    """Rewrite the softmax-like groups of rank > 2 the kernel left to IREE on
+    [rows, n] (rows.py); one log line each. The module must be planned again."""
+    log = []
+    for graph in plan.graphs:
+        for group in plan.groups.get(graph.name, []):
+            if group.kind != "softmax-like" or group.outlined:
+                continue
+            why, spaces = rows.refusal(graph, group)
+            if why is None:
+                rows.view_as_rows(graph, group, spaces)
+                log.append(
+                    f"{graph.name}: {group.name}: rows of {spaces.row} viewed as "
+                    f"[{spaces.rows}, {spaces.n}] (reshapes at the group's edges)"
+                )
+    return log
 
 
 def _group_in_location(location: str) -> str | None:

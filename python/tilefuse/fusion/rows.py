@@ -1,0 +1,172 @@
+"""Softmax-like groups of rank > 2 viewed as rows, so the softmax kernel
+takes them.
+
+A layernorm over [B, S, H] or an attention softmax over [B, heads, S, S]
+reduces the innermost dim of a rank-3 or rank-4 tensor; the softmax kernel
+(strategies/softmax.py) takes rank-2 rows. Such a group computes the same
+thing on [B*S, H]: every op works row by row. So its ops are rewritten in
+place on the collapsed shapes, with a stablehlo.reshape at each edge (of a
+value read from outside, and back for a result used outside). Reshapes of
+row-major tensors are views: IREE folds the ones at a dispatch's edge into
+its bindings, and the planner puts the input ones in the group
+(softmax.group_refusal accepts a reshape of a value from outside).
+
+Only groups of this exact form are rewritten: every reduce over the
+innermost dim alone, of one shape [L..., N]; every other member elementwise,
+a splat constant, or a broadcast_in_dim that rebroadcasts a reduced value
+([L...] over [L..., N]), a row vector ([N]) or a scalar; every value of the
+row space [L..., N] or the reduced space [L...]. Anything else is left as
+it is, and the planner's reason stands.
+"""
+
+import math
+
+from iree.compiler import ir
+
+from .graph import FuncGraph, shape_of
+from .groups import Group, reduce_dims
+
+
+def _tensor(shape: list[int], element: ir.Type) -> ir.Type:
+    return ir.RankedTensorType.get(shape, element)
+
+
+class _Spaces:
+    """The group's row space [L..., N], reduced space [L...] and their
+    collapsed forms [R, N] and [R]."""
+
+    def __init__(self, row: list[int]):
+        self.row, self.lead, self.n = row, row[:-1], row[-1]
+        self.rows = math.prod(self.lead)
+
+    def collapsed(self, shape: list[int] | None) -> list[int] | None:
+        """The collapsed shape, the same shape for one that needs none
+        (a row vector [N], a scalar), or None for a shape of neither space."""
+        if shape == self.row:
+            return [self.rows, self.n]
+        if shape == self.lead:
+            return [self.rows]
+        if shape in ([self.n], []):
+            return shape
+        return None
+
+
+def _broadcast_dims(operand: list[int], dims: list[int], spaces: _Spaces) -> list[int] | None:
+    k = len(spaces.lead)
+    if operand == spaces.lead and dims == list(range(k)):
+        return [0]
+    if operand == [spaces.n] and dims == [k]:
+        return [1]
+    if operand == spaces.row and dims == list(range(k + 1)):
+        return [0, 1]
+    if operand == []:
+        return []
+    return None
+
+
+def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]:
+    """(None, spaces) if the group can be viewed as rows, else (why not, None)."""
+    members = [graph.nodes[i] for i in group.members]
+    reduces = [n for n in members if n.cls == "reduce"]
+    rows = {tuple(n.operand_shapes[0] or ()) for n in reduces}
+    if len(rows) != 1:
+        return "reductions over different shapes", None
+    row = list(rows.pop())
+    if len(row) < 3:
+        return f"rank {len(row)} (already rows)", None
+    spaces = _Spaces(row)
+    for node in members:
+        if node.cls == "reduce":
+            if len(node.op.operands) != 2 or reduce_dims(node) != [len(row) - 1]:
+                return "a reduce of other dims than the innermost", None
+        elif node.name == "stablehlo.broadcast_in_dim":
+            dims = node.ints("broadcast_dimensions")
+            if _broadcast_dims(node.operand_shapes[0], dims, spaces) is None:
+                return f"a broadcast of {node.operand_shapes[0]} along {dims}", None
+        elif node.cls == "constant":
+            if not node.is_splat_constant:
+                return "a constant that is not a splat", None
+        elif node.cls != "elementwise":
+            return f"{node.name} in the group", None
+        shapes = [shape_of(r.type) for r in node.op.results]
+        shapes += [s for s in node.operand_shapes]
+        if any(spaces.collapsed(s) is None for s in shapes):
+            return f"{node.name} on a shape of neither the rows nor the reduced space", None
+    return None, spaces
+
+
+def _attributes(node, spaces: _Spaces, new_type: ir.Type | None) -> dict[str, ir.Attribute]:
+    named = node.op.attributes
+    attrs = {named[i].name: named[i].attr for i in range(len(named))}
+    if node.cls == "reduce":
+        attrs["dimensions"] = ir.DenseI64ArrayAttr.get([1])
+    elif node.name == "stablehlo.broadcast_in_dim":
+        dims = _broadcast_dims(node.operand_shapes[0], node.ints("broadcast_dimensions"), spaces)
+        attrs["broadcast_dimensions"] = ir.DenseI64ArrayAttr.get(dims)
+    elif node.cls == "constant":
+        dense = ir.DenseElementsAttr(attrs["value"])
+        attrs["value"] = ir.DenseElementsAttr.get_splat(new_type, dense.get_splat_value())
+    return attrs
+
+
+def _reshape(value: ir.Value, shape: list[int], before: ir.Operation) -> ir.Value:
+    result = _tensor(shape, ir.ShapedType(value.type).element_type)
+    op = ir.Operation.create(
+        "stablehlo.reshape",
+        results=[result],
+        operands=[value],
+        loc=before.location,
+        ip=ir.InsertionPoint(before),
+    )
+    return op.results[0]
+
+
+def view_as_rows(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
+    """Rewrite the group's ops on the collapsed shapes, in place."""
+    with graph.func.context, graph.func.location:
+        _rewrite(graph, group, spaces)
+
+
+def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
+    members = set(group.members)
+    mapped: dict = {}  # old value -> value on the collapsed shape
+    old_ops = []
+    for i in group.members:
+        node = graph.nodes[i]
+        op = node.op
+        operands = []
+        for v, p in zip(op.operands, node.producers):
+            if p in members:
+                operands.append(mapped[v])
+                continue
+            shape = shape_of(v.type)
+            target = spaces.collapsed(shape)
+            operands.append(v if target == shape else _reshape(v, target, op))
+        types = [
+            _tensor(spaces.collapsed(shape_of(r.type)), ir.ShapedType(r.type).element_type)
+            for r in op.results
+        ]
+        new = ir.Operation.create(
+            op.name,
+            results=types,
+            operands=operands,
+            attributes=_attributes(node, spaces, types[0] if types else None),
+            regions=len(op.regions),
+            loc=op.location,
+            ip=ir.InsertionPoint(op),
+        )
+        for old_region, new_region in zip(op.regions, new.regions):
+            old_region.blocks[0].append_to(new_region)  # the reducer body
+        for old, value in zip(op.results, new.results):
+            mapped[old] = value
+        old_ops.append((node, op))
+    for node, op in old_ops:
+        for old in op.results:
+            if any(u.owner.operation not in [o for _, o in old_ops] for u in old.uses):
+                back = _reshape(mapped[old], shape_of(old.type), op)
+                old.replace_all_uses_with(back)
+    for _, op in reversed(old_ops):
+        op.erase()
+
+
+__all__ = ["refusal", "view_as_rows"]
