@@ -424,3 +424,141 @@ def test_rank_3_and_4_rows_are_one_kernel(kind, lead, n):
     assert out.shape == ref.shape
     err = float(np.max(np.abs(out.astype(np.float64) - ref)))
     assert err <= 2e-6 + 2e-7 * math.sqrt(n), err
+
+
+def epilogue_program(kind, rows, n, dtype="f32"):
+    """One value per row computed from row reductions: a mean (sum / n), an
+    RMS factor rsqrt(mean(x^2) + eps), or a variance E[x^2] - E[x]^2 (two
+    sibling reductions). f16 inputs convert to f32 first."""
+    r, rn, t_in = tensor([rows], "f32"), tensor([rows, n], "f32"), tensor([rows, n], dtype)
+    lines = [f"func.func @main(%xin: {t_in}) -> {r} {{"]
+    if dtype == "f32":
+        lines.append(f"  %x = stablehlo.add %xin, %xin : {rn}")  # 2x, so x is computed
+    else:
+        lines.append(f"  %x = stablehlo.convert %xin : ({t_in}) -> {rn}")
+    lines += [
+        "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
+        f"  %n = stablehlo.constant dense<{float(n)}> : {r}",
+        f"  %eps = stablehlo.constant dense<1.0e-5> : {r}",
+    ]
+
+    def reduce(name, src):
+        return (
+            f"  %{name} = stablehlo.reduce({src} init: %zero) applies stablehlo.add "
+            f"across dimensions = [1] : ({rn}, tensor<f32>) -> {r}"
+        )
+
+    if kind == "mean":
+        lines += [reduce("s", "%x"), f"  %y = stablehlo.divide %s, %n : {r}"]
+    elif kind == "rms":
+        lines += [
+            f"  %sq = stablehlo.multiply %x, %x : {rn}",
+            reduce("ss", "%sq"),
+            f"  %ms = stablehlo.divide %ss, %n : {r}",
+            f"  %mse = stablehlo.add %ms, %eps : {r}",
+            f"  %y = stablehlo.rsqrt %mse : {r}",
+        ]
+    else:
+        lines += [
+            reduce("s", "%x"),
+            f"  %sq = stablehlo.multiply %x, %x : {rn}",
+            reduce("ss", "%sq"),
+            f"  %m = stablehlo.divide %s, %n : {r}",
+            f"  %m2 = stablehlo.divide %ss, %n : {r}",
+            f"  %mm = stablehlo.multiply %m, %m : {r}",
+            f"  %y = stablehlo.subtract %m2, %mm : {r}",
+        ]
+    lines += [f"  return %y : {r}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def epilogue_reference(kind, xin):
+    x = xin.astype(np.float64) * (2 if xin.dtype == np.float32 else 1)
+    if kind == "mean":
+        return x.mean(axis=1)
+    if kind == "rms":
+        return 1 / np.sqrt((x * x).mean(axis=1) + 1e-5)
+    return (x * x).mean(axis=1) - x.mean(axis=1) ** 2
+
+
+EPILOGUES = [
+    ("mean", 4096, 1000, "f32", None),
+    ("mean", 7, 3, "f32", None),
+    ("rms", 64, 768, "f16", None),
+    ("variance", 33, 4000, "f32", None),
+    ("mean", 256, 1000, "f32", 16),  # GPU-style packing: 16 rows per [8, 16, 1]
+]
+
+
+@pytest.mark.parametrize(
+    "kind,rows,n,dtype,per_wg", EPILOGUES, ids=["-".join(map(str, c)) for c in EPILOGUES]
+)
+def test_reduction_epilogue_vulkan(kind, rows, n, dtype, per_wg):
+    """A row reduction followed by ops on one value per row (jnp.mean's
+    sum / n): the softmax kernel with an epilogue root, one thread per row
+    reading the reductions' results from workgroup memory (before: IREE's
+    default codegen, no strategy took such a root). Tolerances (f32 sums of
+    up to 4000 terms): 1e-5 of the mean |term| for a mean, 1e-5 relative
+    for the RMS factor, 1e-5 of E[x^2] for a variance. A lost or doubled
+    chunk of a row is off by about 1e-2 of the mean |term|."""
+    target = packed_vulkan() if per_wg else None
+    result = tilefuse.compile_program(epilogue_program(kind, rows, n, dtype), target or "vulkan")
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [
+        r.line() for r in module.reports
+    ]
+    assert "one value per row" in module.reports[0].reason
+    if per_wg:
+        assert f"wg=[8, {per_wg}, 1]" in module.reports[0].params
+    x = np.random.default_rng(3).standard_normal((rows, n)).astype(NUMPY[dtype])
+    out, ref = module.main(x).astype(np.float64), epilogue_reference(kind, x)
+    x_eff = x.astype(np.float64) * (2 if dtype == "f32" else 1)  # what the program reduces
+    bound = {
+        "mean": 1e-5 * np.abs(x_eff).mean(axis=1),
+        "rms": 1e-5 * np.abs(ref),
+        "variance": 1e-5 * (x_eff * x_eff).mean(axis=1),  # E[x^2] - E[x]^2 cancels
+    }[kind]
+    assert np.all(np.abs(out - ref) <= bound), float(np.max(np.abs(out - ref) / bound))
+
+
+def test_ir_reduction_epilogue(tmp_path):
+    """mean over rows of 1000 on lavapipe: the sum's combine ends with lane 0
+    writing the row's sum to workgroup memory, a barrier, then thread 0
+    divides it and writes the mean, once per row."""
+    dump = tmp_path / "dump"
+    text = epilogue_program("mean", 256, 1000)
+    result = tilefuse.compile_program(text, "vulkan", dump_dir=dump)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("softmax", "applied"), report.line()
+    (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
+    filecheck(
+        kernel,
+        """
+CHECK: gpu.shuffle xor
+CHECK: vector.transfer_write {{.*}} memref<1xf32, #gpu.address_space<workgroup>>
+CHECK: gpu.barrier
+CHECK: scf.if
+CHECK-NEXT: vector.transfer_read {{.*}}#gpu.address_space<workgroup>>, vector<1xf32>
+CHECK-NEXT: arith.divf
+CHECK-NEXT: vector.transfer_write {{.*}}#hal.descriptor_type<storage_buffer>>
+CHECK-NEXT: }
+CHECK-NEXT: return
+""",
+        tmp_path,
+    )
+
+
+def test_column_mean_is_not_taken_as_rows():
+    """A mean over the outer dim: IREE's dispatch reduces a transposed read
+    of x, which the kernel refuses (each lane's vector would stride across
+    rows); IREE's default codegen runs it, the reason is given, and the
+    result still matches numpy."""
+    text = epilogue_program("mean", 64, 96).replace("dimensions = [1]", "dimensions = [0]")
+    text = text.replace("tensor<64xf32>", "tensor<96xf32>").replace("dense<9.6e+01>", "dense<64.0>")
+    text = text.replace("dense<96.0>", "dense<64.0>")
+    result = tilefuse.compile_program(text, "vulkan")
+    (report,) = result.reports
+    assert report.strategy is None and "transposed read" in report.reason, report.line()
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    x = np.random.default_rng(4).standard_normal((64, 96)).astype(np.float32)
+    np.testing.assert_allclose(module.main(x), (2 * x.astype(np.float64)).mean(axis=0), atol=1e-5)

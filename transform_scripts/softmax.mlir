@@ -13,7 +13,10 @@
 //   m = max(key(x));  i = min(key(x) == m ? iota : INT_MAX)):
 // it is then split and combined like the others, its combine writes the
 // row's value to global memory, and the root loop below is empty (its
-// handle, %elementwise_root, matches nothing).
+// handle, %elementwise_root, matches nothing). Or the root may be an
+// epilogue over one value per row (a mean: sum(x) / N): the reductions'
+// results stay in workgroup memory and one thread per row computes the
+// root from them (%epilogue_root; empty otherwise).
 //
 // R rows per workgroup [T, R, 1], row r on thread y = r (R = 1 unless a row
 // takes a single subgroup; several one-subgroup rows share a workgroup as in
@@ -87,10 +90,15 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> !transform.any_op
     %wg_root = transform.structured.match attributes{"tilefuse.wg_root"} in %func
       : (!transform.any_op) -> !transform.any_op
-    // The root again, if it is elementwise (empty if it is a reduction: it
-    // is then among %reductions below).
+    // The root again, by kind: %elementwise_root if it is elementwise over
+    // the rows, %epilogue_root if it computes one value per row from the
+    // reductions (a mean's sum / N); both empty if it is a reduction (it is
+    // then among %reductions below).
     %elementwise_root = transform.structured.match ops{["linalg.generic"]}
         attributes{"tilefuse.wg_root", iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>]}
+        in %func : (!transform.any_op) -> !transform.any_op
+    %epilogue_root = transform.structured.match ops{["linalg.generic"]}
+        attributes{"tilefuse.wg_root", iterator_types = [#linalg.iterator_type<parallel>]}
         in %func : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.tensor.fold_tensor_empty
@@ -178,6 +186,13 @@ module attributes {transform.with_named_sequence} {
         {tilefuse.param = "thread_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 
+    // An epilogue root: one thread y per row (mapping guards it with x == 0),
+    // after the combines whose results it reads from workgroup memory. Its
+    // placeholder mapping (warpgroup z) lets step 10 find it again.
+    %epilogue_tile, %epilogue_forall = transform.structured.tile_using_forall %epilogue_root
+        tile_sizes [1] (mapping = [#gpu.warpgroup<z>])
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+
     // Step 6. Recompute the producers inside each thread's forall (after
     // composing the chunk's and the thread's slices of a producer's row into
     // one), so each thread computes only its own vector; then merge each
@@ -258,6 +273,12 @@ module attributes {transform.with_named_sequence} {
     }
     transform.structured.vectorize %fills_t vector_sizes [1, 4]
         {tilefuse.param = "vector_sizes"} : !transform.any_op
+    transform.foreach %epilogue_forall : !transform.any_op {
+    ^bb0(%forall: !transform.any_op):
+      %epilogue_ops = transform.structured.match ops{["linalg.generic"]} in %forall
+        : (!transform.any_op) -> !transform.any_op
+      transform.structured.vectorize %epilogue_ops : !transform.any_op
+    }
     transform.apply_patterns to %func {
       transform.apply_patterns.iree.hoist_forall_from_for
     } : !transform.any_op
@@ -303,6 +324,9 @@ module attributes {transform.with_named_sequence} {
       : !transform.any_op, !transform.any_param
     %distributed = transform.apply_registered_pass "iree-codegen-gpu-distribute-forall" to %bufferized
       : (!transform.any_op) -> !transform.any_op
+    %epilogue_foralls_mem = transform.structured.match ops{["scf.forall"]}
+        attributes{mapping = [#gpu.warpgroup<z>]} in %distributed
+      : (!transform.any_op) -> !transform.any_op
     %thread_foralls_mem = transform.structured.match ops{["scf.forall"]} in %distributed
       : (!transform.any_op) -> !transform.any_op
     %yx = transform.param.constant [#gpu.thread<y>, #gpu.thread<x>] -> !transform.any_param
@@ -313,6 +337,7 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> !transform.any_op
     %y = transform.param.constant [#gpu.thread<y>] -> !transform.any_param
     transform.annotate %combine_foralls_mem "mapping" = %y : !transform.any_op, !transform.any_param
+    transform.annotate %epilogue_foralls_mem "mapping" = %y : !transform.any_op, !transform.any_param
     transform.iree.map_nested_forall_to_gpu_threads %distributed
         workgroup_dims = [64, 1, 1] subgroup_size = 8
         {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()

@@ -41,6 +41,10 @@ class OpSummary:
     iterator_types: list[str] = field(default_factory=list)  # [] if not structured
     combiners: list[str | None] = field(default_factory=list)  # see Dispatch.combiners
     result_bits: list[int] = field(default_factory=list)  # element width per result
+    loop_ranges: list[int] = field(default_factory=list)  # as Dispatch.loop_ranges
+    # Some input of rank >= 2 is not read along the innermost loop (a
+    # transposed read: strided on the rows the kernel walks).
+    strided_input: bool = False
 
 
 @dataclass
@@ -207,6 +211,15 @@ def _summary(op) -> OpSummary:
         if "operandSegmentSizes" in attrs:
             num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
         s.combiners = _combiners(op, num_inputs)
+        if "indexing_maps" in attrs:
+            maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
+            operands = [_operand(v) for v in op.operands]
+            s.loop_ranges = _loop_ranges(maps, operands, len(s.iterator_types))
+            innermost = len(s.iterator_types) - 1
+            s.strided_input = any(
+                len(amap.results) >= 2 and _inner_dim(amap) != innermost
+                for amap in maps[:num_inputs]
+            )
     return s
 
 

@@ -16,7 +16,10 @@ anywhere). Only the root's row is written to global memory, once.
 The root may instead be a row reduction that reads earlier ones (argmax and
 argmin, which fusion/argminmax.py rewrites as a max of keys, then a min of
 the indices holding it): it is then the last reduction, its combine writes
-one value per row to global memory, and there is no root loop.
+one value per row to global memory, and there is no root loop. Or it may be
+an epilogue over one value per row (a mean's sum / N, a variance's rsqrt):
+the reductions' results stay in workgroup memory and one thread per row
+computes the epilogue from them and writes it.
 
 Why recompute rather than keep such a row (softmax's exp(x - max)) in
 workgroup memory, measured on lavapipe (softmax 4096x1000 f32): kept, the row
@@ -181,15 +184,32 @@ def group_refusal(graph, group, target: Target) -> str | None:
     return None
 
 
+# The root's loops: an elementwise op over the rows (softmax's normalized
+# row), the last row reduction (argmax), or an epilogue over one value per
+# row (a mean's sum / N).
+ROOT_ELEMENTWISE = ["parallel", "parallel"]
+ROOT_REDUCTION = ["parallel", "reduction"]
+ROOT_EPILOGUE = ["parallel"]
+
+
+def _root_kind(d: Dispatch) -> str:
+    return {
+        tuple(ROOT_ELEMENTWISE): "elementwise",
+        tuple(ROOT_REDUCTION): "reduction",
+        tuple(ROOT_EPILOGUE): "epilogue",
+    }[tuple(d.iterator_types)]
+
+
 def _check(d: Dispatch) -> str | None:
     """Why the kernel does not apply to this dispatch, or None."""
     if d.problem:
         return d.problem
     if d.root_op != "linalg.generic" or d.iterator_types not in (
-        ["parallel", "parallel"],
-        ["parallel", "reduction"],
+        ROOT_ELEMENTWISE,
+        ROOT_REDUCTION,
+        ROOT_EPILOGUE,
     ):
-        return "root is not a rank-2 linalg.generic (elementwise or row reduction)"
+        return "root is not a linalg.generic over the rows (elementwise, row reduction or one value per row)"
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
     if len(d.outputs) != 1:
@@ -200,14 +220,23 @@ def _check(d: Dispatch) -> str | None:
             continue
         if op.name != "linalg.generic":
             return f"{op.name} in the dispatch"
+        if op.strided_input:
+            return "an op reads a [rows, n] input across the rows (a transposed read)"
         if op.iterator_types == ["parallel", "reduction"]:
             reductions += 1
             if len(op.combiners) != 1 or op.combiners[0] not in COMBINERS:
                 return f"a reduction combining with {op.combiners}"
-        elif op.iterator_types != ["parallel", "parallel"]:
+        elif op.iterator_types == ROOT_EPILOGUE and d.iterator_types != ROOT_EPILOGUE:
+            return "an op over one value per row that is not the root"
+        elif op.iterator_types not in (ROOT_ELEMENTWISE, ROOT_EPILOGUE):
             return f"a linalg.generic over {op.iterator_types}"
         if any(b > MAX_ACCUMULATOR_BITS for b in op.result_bits):
             return "a result wider than 32 bits (shuffles are 32-bit)"
+    if (
+        d.iterator_types == ROOT_EPILOGUE
+        and sum(o.iterator_types == ROOT_EPILOGUE for o in d.op_summaries) > 1
+    ):
+        return "several ops over one value per row"
     root_reduces = d.iterator_types[-1] == "reduction"
     if reductions < 1 + root_reduces:
         # A lone row reduction is the row kernel's (row_reduction.py).
@@ -219,7 +248,11 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     why_not = _check(d)
     if why_not:
         return None, why_not
-    rows, n = d.loop_ranges
+    if d.iterator_types == ROOT_EPILOGUE:
+        (rows,) = d.loop_ranges
+        n = max(op.loop_ranges[1] for op in d.op_summaries if op.iterator_types == ROOT_REDUCTION)
+    else:
+        rows, n = d.loop_ranges
     sg = target.subgroup_size
     bits = max(b for op in d.op_summaries for b in op.result_bits)
     bits = max([bits] + [o.bits for o in d.inputs])
@@ -255,7 +288,11 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         "peel": n % chunk != 0 and n > chunk,
     }
     group = f"{d.group_kind} group, " if d.group_kind else ""
-    stored = "the last one stored" if d.iterator_types[-1] == "reduction" else "then the root"
+    stored = {
+        "reduction": "the last one stored",
+        "epilogue": "then the root, one value per row",
+        "elementwise": "then the root",
+    }[_root_kind(d)]
     notes = ""
     if params["peel"]:
         notes = f", {n // chunk} chunks of {chunk} and one of {n % chunk}"
