@@ -562,3 +562,42 @@ def test_column_mean_is_not_taken_as_rows():
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
     x = np.random.default_rng(4).standard_normal((64, 96)).astype(np.float32)
     np.testing.assert_allclose(module.main(x), (2 * x.astype(np.float64)).mean(axis=0), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "shape,dims", [((8, 16, 768), [2]), ((6, 32, 32), [1, 2]), ((2, 3, 5, 100), [3])]
+)
+def test_mean_over_innermost_dims_of_higher_rank(shape, dims):
+    """jnp.mean over the innermost dim(s) of a rank-3/4 tensor: the fusion
+    stage views the group as rows [prod(kept), prod(reduced)] (rows.py) and
+    the softmax kernel runs it with its epilogue (before: IREE's default
+    codegen). Tolerance as for a mean above: 1e-5 of the mean |x|."""
+    kept = [s for i, s in enumerate(shape) if i not in dims]
+    n = math.prod(shape[i] for i in dims)
+    t, r = tensor(list(shape), "f32"), tensor(kept, "f32")
+    text = "\n".join(
+        [
+            f"func.func @main(%x: {t}) -> {r} {{",
+            "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
+            f"  %n = stablehlo.constant dense<{float(n)}> : {r}",
+            (
+                f"  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across "
+                f"dimensions = {dims} : ({t}, tensor<f32>) -> {r}"
+            ),
+            f"  %m = stablehlo.divide %s, %n : {r}",
+            f"  return %m : {r}",
+            "}",
+        ]
+    )
+    result = tilefuse.compile_program(text, "vulkan")
+    rows = math.prod(kept)
+    assert any(f"viewed as [{rows}, {n}]" in line for line in result.fusion.log), result.fusion.log
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [
+        r.line() for r in module.reports
+    ]
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    ref = x.astype(np.float64).mean(axis=tuple(dims))
+    out = module.main(x)
+    assert out.shape == ref.shape
+    assert np.max(np.abs(out - ref)) <= 1e-5 * np.abs(x).mean()

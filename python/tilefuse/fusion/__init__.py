@@ -101,15 +101,18 @@ def fuse(text: str, target: Target) -> FusionPlan:
 
 
 def _view_as_rows(plan: FusionPlan) -> list[str]:
-    """Rewrite the softmax-like groups of rank > 2 the kernel left to IREE on
-    [rows, n] (rows.py); one log line each. The module must be planned again."""
+    """Rewrite on [rows, n] (rows.py) the softmax-like groups of rank > 2 the
+    kernel left to IREE, and the row-reduction groups of rank > 2 (or over
+    several dims) with an epilogue; one log line each. The module must be
+    planned again."""
     log = []
     for graph in plan.graphs:
         for group in plan.groups.get(graph.name, []):
-            if group.kind != "softmax-like" or group.outlined:
+            refused_softmax = group.kind == "softmax-like" and not group.outlined
+            if not refused_softmax and group.kind != "row-reduction":
                 continue
             why, spaces = rows.refusal(graph, group)
-            if why is None:
+            if why is None and (refused_softmax or rows.has_epilogue(graph, group, spaces)):
                 rows.view_as_rows(graph, group, spaces)
                 log.append(
                     f"{graph.name}: {group.name}: rows of {spaces.row} viewed as "

@@ -1,22 +1,25 @@
 """Softmax-like groups of rank > 2 viewed as rows, so the softmax kernel
 takes them.
 
-A layernorm over [B, S, H] or an attention softmax over [B, heads, S, S]
-reduces the innermost dim of a rank-3 or rank-4 tensor; the softmax kernel
-(strategies/softmax.py) takes rank-2 rows. Such a group computes the same
-thing on [B*S, H]: every op works row by row. So its ops are rewritten in
+A layernorm over [B, S, H], an attention softmax over [B, heads, S, S] or
+a mean over [B, S, H] reduces the innermost dim(s) of a rank-3 or rank-4
+tensor; the softmax kernel (strategies/softmax.py) takes rank-2 rows. Such
+a group computes the same thing on [B*S, H] (a mean over the last two dims
+of [N, H, W]: on [N, H*W]): every op works row by row. So its ops are rewritten in
 place on the collapsed shapes, with a stablehlo.reshape at each edge (of a
 value read from outside, and back for a result used outside). Reshapes of
 row-major tensors are views: IREE folds the ones at a dispatch's edge into
 its bindings, and the planner puts the input ones in the group
 (softmax.group_refusal accepts a reshape of a value from outside).
 
-Only groups of this exact form are rewritten: every reduce over the
-innermost dim alone, of one shape [L..., N]; every other member elementwise,
+Only groups of this exact form are rewritten: every reduce over the same
+innermost dims I of one shape [L..., I...]; every other member elementwise,
 a splat constant, or a broadcast_in_dim that rebroadcasts a reduced value
-([L...] over [L..., N]), a row vector ([N]) or a scalar; every value of the
-row space [L..., N] or the reduced space [L...]. Anything else is left as
-it is, and the planner's reason stands.
+([L...] over [L..., I...]), a row vector ([I...]) or a scalar; every value
+of one of these shapes. Anything else is left as it is, and the planner's
+reason stands. The fusion stage asks this of softmax-like groups the kernel
+refused and of row-reduction groups with an epilogue (no kernel takes those
+at rank > 2; a plain row reduction is the row kernel's at any rank).
 """
 
 import math
@@ -32,32 +35,34 @@ def _tensor(shape: list[int], element: ir.Type) -> ir.Type:
 
 
 class _Spaces:
-    """The group's row space [L..., N], reduced space [L...] and their
-    collapsed forms [R, N] and [R]."""
+    """The group's row space [L..., I...] (I: the reduced innermost dims),
+    reduced space [L...] and their collapsed forms [R, N] and [R]."""
 
-    def __init__(self, row: list[int]):
-        self.row, self.lead, self.n = row, row[:-1], row[-1]
-        self.rows = math.prod(self.lead)
+    def __init__(self, row: list[int], kept: int):
+        self.row, self.lead, self.inner = row, row[:kept], row[kept:]
+        self.rows, self.n = math.prod(self.lead), math.prod(self.inner)
 
     def collapsed(self, shape: list[int] | None) -> list[int] | None:
-        """The collapsed shape, the same shape for one that needs none
-        (a row vector [N], a scalar), or None for a shape of neither space."""
+        """The collapsed shape (a scalar stays one), or None for a shape of
+        neither space."""
         if shape == self.row:
             return [self.rows, self.n]
         if shape == self.lead:
             return [self.rows]
-        if shape in ([self.n], []):
-            return shape
+        if shape == self.inner:
+            return [self.n]
+        if shape == []:
+            return []
         return None
 
 
 def _broadcast_dims(operand: list[int], dims: list[int], spaces: _Spaces) -> list[int] | None:
-    k = len(spaces.lead)
+    k, rank = len(spaces.lead), len(spaces.row)
     if operand == spaces.lead and dims == list(range(k)):
         return [0]
-    if operand == [spaces.n] and dims == [k]:
+    if operand == spaces.inner and dims == list(range(k, rank)):
         return [1]
-    if operand == spaces.row and dims == list(range(k + 1)):
+    if operand == spaces.row and dims == list(range(rank)):
         return [0, 1]
     if operand == []:
         return []
@@ -68,17 +73,22 @@ def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]
     """(None, spaces) if the group can be viewed as rows, else (why not, None)."""
     members = [graph.nodes[i] for i in group.members]
     reduces = [n for n in members if n.cls == "reduce"]
-    rows = {tuple(n.operand_shapes[0] or ()) for n in reduces}
+    rows = {(tuple(n.operand_shapes[0] or ()), tuple(reduce_dims(n))) for n in reduces}
     if len(rows) != 1:
-        return "reductions over different shapes", None
-    row = list(rows.pop())
-    if len(row) < 3:
-        return f"rank {len(row)} (already rows)", None
-    spaces = _Spaces(row)
+        return "reductions over different shapes or dims", None
+    row, dims = (list(x) for x in rows.pop())
+    kept = len(row) - len(dims)
+    if not dims or dims != list(range(kept, len(row))):
+        return "a reduce of other dims than the innermost ones", None
+    if kept == 1 and len(dims) == 1:
+        return "already rows", None
+    spaces = _Spaces(row, kept)
+    if spaces.lead == spaces.inner:
+        return f"kept and reduced dims of one shape {spaces.lead}", None
     for node in members:
         if node.cls == "reduce":
-            if len(node.op.operands) != 2 or reduce_dims(node) != [len(row) - 1]:
-                return "a reduce of other dims than the innermost", None
+            if len(node.op.operands) != 2:
+                return "a variadic reduce", None
         elif node.name == "stablehlo.broadcast_in_dim":
             dims = node.ints("broadcast_dimensions")
             if _broadcast_dims(node.operand_shapes[0], dims, spaces) is None:
@@ -93,6 +103,14 @@ def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]
         if any(spaces.collapsed(s) is None for s in shapes):
             return f"{node.name} on a shape of neither the rows nor the reduced space", None
     return None, spaces
+
+
+def has_epilogue(graph: FuncGraph, group: Group, spaces: _Spaces) -> bool:
+    """Some op of the group works on the reduced values (a mean's / n)."""
+    return any(
+        graph.nodes[i].cls == "elementwise" and graph.nodes[i].shape == spaces.lead
+        for i in group.members
+    )
 
 
 def _attributes(node, spaces: _Spaces, new_type: ir.Type | None) -> dict[str, ir.Attribute]:
