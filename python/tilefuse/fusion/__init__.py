@@ -6,7 +6,7 @@ as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
     rules.py    the fusion kinds as predicates over producer -> consumer edges
     safety.py   XLA's index-safety rule (no silent recomputation)
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
-    rows.py     softmax-like groups of rank > 2 rewritten on [rows, n]
+    rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n]
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
     dump.py     ByteIR-style outlined functions, Graphviz picture
