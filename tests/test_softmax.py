@@ -14,11 +14,12 @@ outputs within one f16 rounding of the result (2^-11 relative) plus the same.
 import dataclasses
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
 from conftest import cpu_hypothesis, tensor
-from hypothesis import given
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 from iree.compiler import ir
 from test_ir import filecheck
@@ -601,3 +602,74 @@ def test_mean_over_innermost_dims_of_higher_rank(shape, dims):
     out = module.main(x)
     assert out.shape == ref.shape
     assert np.max(np.abs(out - ref)) <= 1e-5 * np.abs(x).mean()
+
+
+@st.composite
+def epilogue_cases(draw):
+    """kept dims (1-3 of them, sizes 2.., at most 4096 rows), reduced
+    innermost dims (1, or 2 when the tensor has rank >= 3; length 2..70000),
+    at most ~2M elements; the kept and reduced shapes differ (rows.py cannot
+    tell them apart otherwise)."""
+    rank = draw(st.integers(2, 4))
+    reduced = draw(st.integers(1, 2)) if rank >= 3 else 1
+    kept_rank = rank - reduced
+    n_total = draw(st.one_of(st.integers(2, 2048), st.integers(2049, 70000)))
+    inner = [n_total] if reduced == 1 else [2, max(2, n_total // 2)]
+    rows_cap = max(2, min(4096, (1 << 21) // math.prod(inner)))
+    lead = [draw(st.integers(2, max(2, round(rows_cap ** (1 / kept_rank)))))]
+    lead += [draw(st.integers(2, 8)) for _ in range(kept_rank - 1)]
+    assume(math.prod(lead) <= 4096 and lead != inner)
+    kind = draw(st.sampled_from(["mean", "rms"]))
+    dtype = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    return kind, lead, inner, dtype
+
+
+@cpu_hypothesis(8, HealthCheck.filter_too_much)
+@given(epilogue_cases())
+def test_reduction_epilogue_hypothesis(case):
+    """Means and RMS factors over the innermost dim(s), ranks 2-4, f32 and
+    f16/bf16 converted to f32: always one softmax-kernel dispatch, within
+    2e-7 * sqrt(n) of the mean |value| reduced (f32 accumulation)."""
+    kind, lead, inner, dtype = case
+    shape, n = [*lead, *inner], math.prod(inner)
+    t_in, t, r = tensor(shape, dtype), tensor(shape, "f32"), tensor(lead, "f32")
+    dims = list(range(len(lead), len(shape)))
+    lines = [f"func.func @main(%xin: {t_in}) -> {r} {{"]
+    if dtype == "f32":
+        lines.append(f"  %x = stablehlo.add %xin, %xin : {t}")
+    else:
+        lines.append(f"  %x = stablehlo.convert %xin : ({t_in}) -> {t}")
+    reduced = "%x"
+    if kind == "rms":
+        lines.append(f"  %sq = stablehlo.multiply %x, %x : {t}")
+        reduced = "%sq"
+    lines += [
+        "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
+        f"  %n = stablehlo.constant dense<{float(n)}> : {r}",
+        f"  %eps = stablehlo.constant dense<1.0e-5> : {r}",
+        (
+            f"  %s = stablehlo.reduce({reduced} init: %zero) applies stablehlo.add "
+            f"across dimensions = {dims} : ({t}, tensor<f32>) -> {r}"
+        ),
+        f"  %m = stablehlo.divide %s, %n : {r}",
+    ]
+    out_name = "%m"
+    if kind == "rms":
+        lines += [f"  %me = stablehlo.add %m, %eps : {r}", f"  %y = stablehlo.rsqrt %me : {r}"]
+        out_name = "%y"
+    lines += [f"  return {out_name} : {r}", "}"]
+    module = tilefuse.compile("\n".join(lines) + "\n", target="vulkan")
+    assert [(rep.strategy, rep.status) for rep in module.reports] == [("softmax", "applied")], [
+        rep.line() for rep in module.reports
+    ]
+    numpy_type = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}[dtype]
+    x = np.random.default_rng(6).standard_normal(shape).astype(numpy_type)
+    x64 = x.astype(np.float64) * (2 if dtype == "f32" else 1)
+    values = x64 * x64 if kind == "rms" else x64
+    mean = values.mean(axis=tuple(dims))
+    ref = 1 / np.sqrt(mean + 1e-5) if kind == "rms" else mean
+    err = np.abs(module.main(x).astype(np.float64) - ref)
+    bound = 2e-7 * math.sqrt(n) * np.abs(values).mean(axis=tuple(dims)) + 1e-7
+    if kind == "rms":  # d rsqrt(m) = -rsqrt(m)^3 / 2 dm
+        bound = bound * ref**3 / 2 + 1e-6 * ref
+    assert np.all(err <= bound), float(np.max(err / bound))
