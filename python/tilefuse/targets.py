@@ -36,6 +36,10 @@ class Target:
     # SIMD steps, y and z in loops): a workgroup narrower than a subgroup in
     # x leaves lanes idle, so kernels put their wider thread dim on x.
     subgroups_along_x: bool = False
+    # Float max/min row reductions run on ordered integer keys
+    # (fusion/minmax.py): IREE's SPIR-V lowering of a lane's vector max/min
+    # drops NaN, and scalars instead cost 2.8x on lavapipe.
+    float_minmax_as_keys: bool = False
 
     @property
     def is_gpu(self) -> bool:
@@ -69,4 +73,5 @@ def load_target(name: str) -> Target:
         packed_row_threads=data.get("packed_row_threads"),
         packed_synced_row_threads=data.get("packed_synced_row_threads"),
         subgroups_along_x=data.get("subgroups_along_x", False),
+        float_minmax_as_keys=data.get("float_minmax_as_keys", False),
     )

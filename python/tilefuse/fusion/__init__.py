@@ -6,6 +6,7 @@ as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
     rules.py    the fusion kinds as predicates over producer -> consumer edges
     safety.py   XLA's index-safety rule (no silent recomputation)
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
+    minmax.py   float row max/min on ordered i32 keys (SPIR-V targets)
     rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n]
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
@@ -18,7 +19,7 @@ from iree.compiler import ir
 
 from ..errors import TilefuseError
 from ..targets import Target
-from . import rows
+from . import minmax, rows
 from .argminmax import rewrite_function
 from .graph import FuncGraph, module_graphs
 from .groups import Group
@@ -86,6 +87,10 @@ def fuse(text: str, target: Target) -> FusionPlan:
             if op.operation.name == "func.func" and op.operation.regions[0].blocks:
                 name = ir.StringAttr(op.operation.attributes["sym_name"]).value
                 rewrites += [f"{name}: {line}" for line in rewrite_function(op.operation)]
+                if target.float_minmax_as_keys:
+                    rewrites += [
+                        f"{name}: {line}" for line in minmax.rewrite_function(op.operation)
+                    ]
     plan = plan_module(module, target)
     viewed = _view_as_rows(plan) if target.is_gpu else []
     if viewed:

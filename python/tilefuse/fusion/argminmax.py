@@ -134,7 +134,7 @@ def body_kind(body: ir.Block, floats: bool) -> str:
     raise ValueError("the body is neither argmax nor argmin (first index, NaN first)")
 
 
-def _splat(value: ir.Value):
+def splat_value(value: ir.Value):
     """The scalar of a splat stablehlo.constant, or None."""
     owner = value.owner
     if not hasattr(owner, "operation") or owner.operation.name != "stablehlo.constant":
@@ -188,9 +188,50 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
     except ValueError as e:
         return str(e), ""
     bits = FLOAT_TYPES.get(element) or INT_TYPES[element]
-    if _splat(value_init) != _identity(kind, element, bits) or _splat(index_init) != 0:
+    if splat_value(value_init) != _identity(kind, element, bits) or splat_value(index_init) != 0:
         return f"initial values other than ({_identity(kind, element, bits)}, 0)", ""
     return None, kind
+
+
+def float_key_lines(x_type: str, element: str, nan_key: int, zeros_equal: bool) -> list[str]:
+    """StableHLO lines defining %key, an i32 tensor ordered as the floats of
+    %x (of `x_type`): the bits read as a signed integer, those of negative
+    floats with their 31 low bits flipped (an involution: the same xor
+    decodes a key), NaN mapped to `nan_key`. +0 and -0 both map to 0 when
+    `zeros_equal` (EQ finds them equal); else -0 stays just below +0, as
+    IEEE maximum/minimum order them. f16/bf16 bits are sign-extended first,
+    which keeps their order. Needs %zero, an i32 zero of %x's shape."""
+    i32 = x_type.replace(element, "i32")
+    i1 = x_type.replace(element, "i1")
+    lines = []
+    if FLOAT_TYPES[element] == 32:
+        lines.append(f"%bits = stablehlo.bitcast_convert %x : ({x_type}) -> {i32}")
+    else:
+        i16 = x_type.replace(element, "i16")
+        lines += [
+            f"%bits16 = stablehlo.bitcast_convert %x : ({x_type}) -> {i16}",
+            f"%bits = stablehlo.convert %bits16 : ({i16}) -> {i32}",
+        ]
+    lines += [
+        f"%magnitude = stablehlo.constant dense<{INT32_MAX}> : {i32}",
+        f"%nan_key = stablehlo.constant dense<{nan_key}> : {i32}",
+        f"%negative = stablehlo.compare LT, %bits, %zero, SIGNED : ({i32}, {i32}) -> {i1}",
+        f"%flipped = stablehlo.xor %bits, %magnitude : {i32}",
+        f"%ordered = stablehlo.select %negative, %flipped, %bits : {i1}, {i32}",
+    ]
+    ordered = "%ordered"
+    if zeros_equal:
+        lines += [
+            f"%fzero = stablehlo.constant dense<0.0> : {x_type}",
+            f"%is_zero = stablehlo.compare EQ, %x, %fzero, FLOAT : ({x_type}, {x_type}) -> {i1}",
+            f"%signless = stablehlo.select %is_zero, %zero, %ordered : {i1}, {i32}",
+        ]
+        ordered = "%signless"
+    lines += [
+        f"%is_nan = stablehlo.compare NE, %x, %x, FLOAT : ({x_type}, {x_type}) -> {i1}",
+        f"%key = stablehlo.select %is_nan, %nan_key, {ordered} : {i1}, {i32}",
+    ]
+    return lines
 
 
 def _template(kind: str, shape: list[int], element: str, loc: str) -> str:
@@ -219,27 +260,8 @@ def _template(kind: str, shape: list[int], element: str, loc: str) -> str:
     elif element in INT_TYPES:
         lines.append(f"%key = stablehlo.convert %x : ({x_type}) -> {i32}")
     else:
-        if FLOAT_TYPES[element] == 32:
-            lines.append(f"%bits = stablehlo.bitcast_convert %x : ({x_type}) -> {i32}")
-        else:  # sign-extended: the key's order is the same
-            i16 = x_type.replace(element, "i16")
-            lines += [
-                f"%bits16 = stablehlo.bitcast_convert %x : ({x_type}) -> {i16}",
-                f"%bits = stablehlo.convert %bits16 : ({i16}) -> {i32}",
-            ]
         nan_key = INT32_MAX if kind == "argmax" else INT32_MIN
-        lines += [
-            f"%magnitude = stablehlo.constant dense<{INT32_MAX}> : {i32}",
-            f"%fzero = stablehlo.constant dense<0.0> : {x_type}",
-            f"%nan_key = stablehlo.constant dense<{nan_key}> : {i32}",
-            f"%negative = stablehlo.compare LT, %bits, %zero, SIGNED : ({i32}, {i32}) -> {i1}",
-            f"%flipped = stablehlo.xor %bits, %magnitude : {i32}",
-            f"%ordered = stablehlo.select %negative, %flipped, %bits : {i1}, {i32}",
-            f"%is_zero = stablehlo.compare EQ, %x, %fzero, FLOAT : ({x_type}, {x_type}) -> {i1}",
-            f"%signless = stablehlo.select %is_zero, %zero, %ordered : {i1}, {i32}",
-            f"%is_nan = stablehlo.compare NE, %x, %x, FLOAT : ({x_type}, {x_type}) -> {i1}",
-            f"%key = stablehlo.select %is_nan, %nan_key, %signless : {i1}, {i32}",
-        ]
+        lines += float_key_lines(x_type, element, nan_key, zeros_equal=True)
     lines += [
         f"%init = stablehlo.constant dense<{init}> : tensor<i32>",
         f"%big = stablehlo.constant dense<{INT32_MAX}> : tensor<i32>",
@@ -267,6 +289,28 @@ def _template(kind: str, shape: list[int], element: str, loc: str) -> str:
     )
 
 
+def splice(op: ir.Operation, template: str, x: ir.Value, result: int) -> None:
+    """Replace `op` by the body of `template` (a func.func of one argument,
+    given `x`), which computes its result number `result` (the others must
+    be unused). Producers of `op` left without users (inits, an iota) go."""
+    helper = ir.Module.parse(template, op.context)
+    helper_block = helper.body.operations[0].operation.regions[0].blocks[0]
+    helper_block.arguments[0].replace_all_uses_with(x)
+    inner = [o.operation for o in helper_block.operations]
+    for moved in inner[:-1]:
+        moved.move_before(op)
+    op.results[result].replace_all_uses_with(inner[-1].operands[0])
+    producers = []
+    for v in op.operands:
+        owner = v.owner.operation if hasattr(v.owner, "operation") else None
+        if owner is not None and not any(owner == q for q in producers):
+            producers.append(owner)
+    op.erase()
+    for p in producers:
+        if not any(True for r in p.results for _ in r.uses):
+            p.erase()
+
+
 def rewrite_function(func: ir.Operation) -> list[str]:
     """Rewrite every qualifying variadic reduce of `func` in place; one log
     line per variadic reduce (rewritten, or why not)."""
@@ -287,26 +331,9 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         x = op.operands[0]
         element = str(ir.ShapedType(x.type).element_type)
         shape = shape_of(x.type)
-        text = _template(kind, shape, element, loc)
-        helper = ir.Module.parse(text, func.context)
-        helper_func = helper.body.operations[0].operation
-        helper_block = helper_func.regions[0].blocks[0]
-        helper_block.arguments[0].replace_all_uses_with(x)
-        inner = [o.operation for o in helper_block.operations]
-        for moved in inner[:-1]:
-            moved.move_before(op)
-        op.results[1].replace_all_uses_with(inner[-1].operands[0])
-        producers = []
-        for v in op.operands:
-            owner = v.owner.operation if hasattr(v.owner, "operation") else None
-            if owner is not None and not any(owner == q for q in producers):
-                producers.append(owner)
-        op.erase()
-        for p in producers:  # the inits and the iota, if nothing else reads them
-            if not any(True for r in p.results for _ in r.uses):
-                p.erase()
+        splice(op, _template(kind, shape, element, loc), x, result=1)
         log.append(f"{kind} at {where} over rows of {shape[-1]} rewritten as two row reductions")
     return log
 
 
-__all__ = ["body_kind", "evaluate", "refusal", "rewrite_function"]
+__all__ = ["body_kind", "evaluate", "float_key_lines", "refusal", "rewrite_function", "splice"]
