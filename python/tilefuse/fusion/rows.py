@@ -187,4 +187,4 @@ def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
         op.erase()
 
 
-__all__ = ["refusal", "view_as_rows"]
+__all__ = ["has_epilogue", "refusal", "view_as_rows"]
