@@ -193,6 +193,11 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
     return None, kind
 
 
+def tensor_text(shape: list[int], element: str) -> str:
+    """`tensor<2x3xf32>` for the templates below; `tensor<f32>` for []."""
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{element}>"
+
+
 def float_key_lines(x_type: str, element: str, nan_key: int, zeros_equal: bool) -> list[str]:
     """StableHLO lines defining %key, an i32 tensor ordered as the floats of
     %x (of `x_type`): the bits read as a signed integer, those of negative
@@ -240,11 +245,10 @@ def _template(kind: str, shape: list[int], element: str, loc: str) -> str:
     IREE folds it), and the indices back."""
     *kept, n = shape
     rows = math.prod(kept)
-    in_type = f"tensor<{''.join(f'{d}x' for d in shape)}{element}>"
-    out_type = f"tensor<{''.join(f'{d}x' for d in kept)}i32>"
-    x_type = f"tensor<{rows}x{n}x{element}>"
-    i32, i1 = f"tensor<{rows}x{n}xi32>", f"tensor<{rows}x{n}xi1>"
-    row = f"tensor<{rows}xi32>"
+    in_type, out_type = tensor_text(shape, element), tensor_text(kept, "i32")
+    x_type = tensor_text([rows, n], element)
+    i32, i1 = tensor_text([rows, n], "i32"), tensor_text([rows, n], "i1")
+    row = tensor_text([rows], "i32")
     best, init = ("maximum", INT32_MIN) if kind == "argmax" else ("minimum", INT32_MAX)
     lines = []
     if len(shape) != 2:
@@ -336,4 +340,12 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     return log
 
 
-__all__ = ["body_kind", "evaluate", "float_key_lines", "refusal", "rewrite_function", "splice"]
+__all__ = [
+    "body_kind",
+    "evaluate",
+    "float_key_lines",
+    "refusal",
+    "rewrite_function",
+    "splice",
+    "tensor_text",
+]

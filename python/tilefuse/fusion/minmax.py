@@ -27,14 +27,18 @@ import math
 from iree.compiler import ir
 
 from ..frontend import location_text
-from .argminmax import FLOAT_TYPES, INT32_MAX, INT32_MIN, float_key_lines, splat_value, splice
+from .argminmax import (
+    FLOAT_TYPES,
+    INT32_MAX,
+    INT32_MIN,
+    float_key_lines,
+    splat_value,
+    splice,
+    tensor_text,
+)
 from .graph import shape_of
 
 BODIES = {"stablehlo.maximum": "max", "stablehlo.minimum": "min"}
-
-
-def _tensor(shape: list[int], element: str) -> str:
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{element}>"
 
 
 def refusal(op: ir.Operation) -> tuple[str | None, str]:
@@ -64,8 +68,8 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
 
 def _template(kind: str, shape: list[int], dims: list[int], element: str, loc: str) -> str:
     kept = shape[: len(shape) - len(dims)]
-    x_type, i32 = _tensor(shape, element), _tensor(shape, "i32")
-    out_type, out_i32, out_i1 = (_tensor(kept, t) for t in (element, "i32", "i1"))
+    x_type, i32 = tensor_text(shape, element), tensor_text(shape, "i32")
+    out_type, out_i32, out_i1 = (tensor_text(kept, t) for t in (element, "i32", "i1"))
     best, init = ("maximum", INT32_MIN) if kind == "max" else ("minimum", INT32_MAX)
     nan_key = INT32_MAX if kind == "max" else INT32_MIN
     lines = [f"%zero = stablehlo.constant dense<0> : {i32}"]
@@ -88,7 +92,7 @@ def _template(kind: str, shape: list[int], dims: list[int], element: str, loc: s
     if FLOAT_TYPES[element] == 32:
         lines.append(f"%y = stablehlo.bitcast_convert %best_bits : ({out_i32}) -> {out_type}")
     else:
-        out_i16 = _tensor(kept, "i16")
+        out_i16 = tensor_text(kept, "i16")
         lines += [
             f"%best_bits16 = stablehlo.convert %best_bits : ({out_i32}) -> {out_i16}",
             f"%y = stablehlo.bitcast_convert %best_bits16 : ({out_i16}) -> {out_type}",

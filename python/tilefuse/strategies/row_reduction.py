@@ -33,7 +33,7 @@ from ..dispatches import Dispatch
 from ..irutil import walk
 from ..targets import Target
 from . import attrs
-from .sizes import next_pow2, pow2_at_most
+from .sizes import next_pow2, packed_rows, pow2_at_most
 
 # Combining ops whose identity the transform dialect knows (the partial
 # accumulator starts at it), by reduction name.
@@ -61,23 +61,6 @@ NAN_PROPAGATING_MINMAX = ("arith.maximumf", "arith.minimumf")
 MAX_ACCUMULATOR_BITS = 32
 
 
-def _rows_per_workgroup(rows: list[int], threads: int, target: Target) -> int:
-    """R rows per workgroup when a row takes a single subgroup (XLA packs
-    short rows likewise): one subgroup-sized workgroup per row caps occupancy
-    (32 one-warp blocks per SM on CUDA) and makes many tiny workgroups. R is
-    the largest power of two with R*T <= the target's packed_row_threads
-    (else its preferred thread count) that divides the innermost row count
-    (so every workgroup gets full rows)."""
-    if threads != target.subgroup_size or not rows:
-        return 1
-    want = target.packed_row_threads or target.preferred_threads
-    most = max(1, min(want, target.max_threads) // threads)
-    r = pow2_at_most(most)
-    while r > 1 and rows[-1] % r:
-        r //= 2
-    return r
-
-
 def _check(d: Dispatch) -> str | None:
     """Why the row kernel does not apply, or None."""
     why_not = d.generic_root_problem()
@@ -97,7 +80,7 @@ def _check(d: Dispatch) -> str | None:
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
     if len(d.outputs) != 1:
-        return f"{len(d.outputs)} results (a variadic reduce: fusion/argminmax.py rewrites argmax/argmin over rank-2 rows, not this one)"
+        return f"{len(d.outputs)} results (a variadic reduce: fusion/argminmax.py rewrites argmax/argmin over the innermost dim, not this one)"
     reduced = len(its) - 1
     if any(dim != reduced for dim in d.input_inner_dims):
         return "an input is not read along the reduced dim (strided rows)"
@@ -156,11 +139,17 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     # subgroup when a row spans several (one subgroup combines by shuffles
     # alone).
     row_bytes = accumulators * chunk * acc_bytes + (threads // sg * 4 if threads > sg else 0)
-    per_wg = _rows_per_workgroup(rows, threads, target)
-    # Fewer rows per workgroup rather than none when the rows' accumulators
-    # do not all fit in workgroup memory.
-    while per_wg > 1 and per_wg * row_bytes > target.shared_memory_bytes:
-        per_wg //= 2
+    # Rows share a workgroup up to the target's packed_row_threads (this
+    # kernel has no barrier with one-subgroup rows), fewer rather than none
+    # when their accumulators do not all fit in workgroup memory.
+    per_wg = packed_rows(
+        rows[-1] if rows else 1,
+        threads,
+        sg,
+        target.packed_row_threads or target.preferred_threads,
+        row_bytes,
+        target,
+    )
     shared = per_wg * row_bytes
     if shared > target.shared_memory_bytes:
         return None, f"{shared} bytes of workgroup memory > {target.shared_memory_bytes}"

@@ -3,7 +3,7 @@
 Seed: XLA's softmax fusion. A softmax, layernorm or RMSNorm is one dispatch of
 rank-2 ops over [rows, N]: row reductions and elementwise ops, the last
 elementwise op stored. T threads per row (R rows per workgroup when a row
-takes one subgroup, see rows_per_workgroup) run the reductions over the row
+takes one subgroup, see sizes.packed_rows) run the reductions over the row
 in chunks of T*V elements, thread t on the V-vector at t*V of every chunk
 (coalesced), looping over the chunks in its own code. Reductions keep a
 V-wide partial per thread in registers, then combine with subgroup shuffles
@@ -50,7 +50,7 @@ from ..dispatches import Dispatch
 from ..targets import Target
 from . import attrs
 from .row_reduction import COMBINERS, MAX_ACCUMULATOR_BITS
-from .sizes import next_pow2, pow2_at_most
+from .sizes import next_pow2, packed_rows
 
 # Target vectors (of V elements) per thread when sizing T, as in
 # row_reduction.py: few threads keep the combines cheap (lavapipe runs a
@@ -96,25 +96,6 @@ def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
     threads, vector = layout(n, bits, target)
     subgroups = max(1, threads // target.subgroup_size)
     return reductions * (threads * vector * 4 + 4 + 2 * subgroups * 4)
-
-
-def rows_per_workgroup(rows: int, threads: int, row_bytes: int, target: Target) -> int:
-    """R rows per workgroup [T, R, 1] when a row takes one subgroup, as in
-    row_reduction.py: the largest power of two with R*T <= the target's
-    packed_synced_row_threads (else preferred_threads) that divides the row
-    count and whose R rows fit in workgroup memory. One row per workgroup
-    otherwise. Not the row kernel's packed_row_threads: this kernel has
-    barriers between its phases, and on lavapipe each barrier switches every
-    subgroup of the workgroup (softmax_f32 against IREE in one run: R=1
-    1.18x, R=16 1.37x); on CUDA packing lifts the 50% occupancy cap of
-    one-warp blocks."""
-    if threads != target.subgroup_size:
-        return 1
-    want = target.packed_synced_row_threads or target.preferred_threads
-    r = pow2_at_most(max(1, min(want, target.max_threads) // threads))
-    while r > 1 and (rows % r or r * row_bytes > target.shared_memory_bytes):
-        r //= 2
-    return r
 
 
 def _bits(type_: ir.Type) -> int:
@@ -192,23 +173,18 @@ ROOT_REDUCTION = ["parallel", "reduction"]
 ROOT_EPILOGUE = ["parallel"]
 
 
-def _root_kind(d: Dispatch) -> str:
-    return {
-        tuple(ROOT_ELEMENTWISE): "elementwise",
-        tuple(ROOT_REDUCTION): "reduction",
-        tuple(ROOT_EPILOGUE): "epilogue",
-    }[tuple(d.iterator_types)]
+ROOT_KINDS = {
+    tuple(ROOT_ELEMENTWISE): "elementwise",
+    tuple(ROOT_REDUCTION): "reduction",
+    tuple(ROOT_EPILOGUE): "epilogue",
+}
 
 
 def _check(d: Dispatch) -> str | None:
     """Why the kernel does not apply to this dispatch, or None."""
     if d.problem:
         return d.problem
-    if d.root_op != "linalg.generic" or d.iterator_types not in (
-        ROOT_ELEMENTWISE,
-        ROOT_REDUCTION,
-        ROOT_EPILOGUE,
-    ):
+    if d.root_op != "linalg.generic" or tuple(d.iterator_types) not in ROOT_KINDS:
         return "root is not a linalg.generic over the rows (elementwise, row reduction or one value per row)"
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
@@ -237,7 +213,7 @@ def _check(d: Dispatch) -> str | None:
         and sum(o.iterator_types == ROOT_EPILOGUE for o in d.op_summaries) > 1
     ):
         return "several ops over one value per row"
-    root_reduces = d.iterator_types[-1] == "reduction"
+    root_reduces = ROOT_KINDS[tuple(d.iterator_types)] == "reduction"
     if reductions < 1 + root_reduces:
         # A lone row reduction is the row kernel's (row_reduction.py).
         return "no row reduction besides the root"
@@ -262,7 +238,19 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     row_bytes = shared_bytes(n, reductions, bits, target)
     if row_bytes > target.shared_memory_bytes:
         return None, f"{row_bytes} bytes of workgroup memory > {target.shared_memory_bytes}"
-    per_wg = rows_per_workgroup(rows, threads, row_bytes, target)
+    # Rows share a workgroup up to packed_synced_row_threads, not the row
+    # kernel's packed_row_threads: this kernel has barriers between its
+    # phases, and on lavapipe each barrier switches every subgroup of the
+    # workgroup (softmax_f32 against IREE in one run: R=1 1.18x, R=16
+    # 1.37x); on CUDA packing lifts the 50% occupancy cap of one-warp blocks.
+    per_wg = packed_rows(
+        rows,
+        threads,
+        sg,
+        target.packed_synced_row_threads or target.preferred_threads,
+        row_bytes,
+        target,
+    )
     shared = per_wg * row_bytes
     if rows // per_wg > target.max_workgroup_count[0]:
         return None, (
@@ -292,7 +280,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         "reduction": "the last one stored",
         "epilogue": "then the root, one value per row",
         "elementwise": "then the root",
-    }[_root_kind(d)]
+    }[ROOT_KINDS[tuple(d.iterator_types)]]
     notes = ""
     if params["peel"]:
         notes = f", {n // chunk} chunks of {chunk} and one of {n % chunk}"
