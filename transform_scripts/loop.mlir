@@ -50,6 +50,19 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid
       : (!transform.any_op) -> ()
+    // A fused tensor.pad comes back wrapped in `scf.if (source slice empty)
+    // { all padding } else { pad(slice) }`. The else branch is right in both
+    // cases (padding an empty slice gives all padding) and, unlike the if, it
+    // can be tiled again and vectorized: keep it. Canonicalization then folds
+    // the cast the branch leaves, so the pad is again the root's producer.
+    // Dispatches without a pad have no scf.if here.
+    %wg_pad_guards = transform.structured.match ops{["scf.if"]} in %grid
+      : (!transform.any_op) -> !transform.any_op
+    transform.scf.take_assumed_branch %wg_pad_guards take_else_branch
+      : (!transform.any_op) -> ()
+    transform.apply_patterns to %func {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
 
     // Step 3. Tile the workgroup's slice to threads, fusing producers again.
     // num_threads (not tile sizes) keeps the thread count static even for the
@@ -65,6 +78,10 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.structured.fuse_into_containing_op %wg_producers into %threads
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %thread_pad_guards = transform.structured.match ops{["scf.if"]} in %threads
+      : (!transform.any_op) -> !transform.any_op
+    transform.scf.take_assumed_branch %thread_pad_guards take_else_branch
+      : (!transform.any_op) -> ()
 
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
@@ -75,9 +92,15 @@ module attributes {transform.with_named_sequence} {
 
     // Step 4. Vectorize every op inside the thread forall to one vector of
     // vector_sizes; when the tile is smaller (ragged end), the transfers are
-    // masked instead of reading a padded copy.
-    %thread_ops = transform.structured.match interface{LinalgOp} in %threads
+    // masked instead of reading a padded copy. A thread's slice of a pad
+    // becomes a load of the source masked by the source's bounds, with the
+    // padding value in the masked-off lanes (pad specialization); its result
+    // is forwarded to the root's read, so no padded tile is stored either.
+    %thread_linalg = transform.structured.match interface{LinalgOp} in %threads
       : (!transform.any_op) -> !transform.any_op
+    %thread_pads = transform.structured.match ops{["tensor.pad"]} in %threads
+      : (!transform.any_op) -> !transform.any_op
+    %thread_ops = transform.merge_handles %thread_linalg, %thread_pads : !transform.any_op
     transform.structured.vectorize %thread_ops vector_sizes [1, 4]
         {tilefuse.param = "vector_sizes"} : !transform.any_op
     transform.apply_patterns to %func {
@@ -106,11 +129,13 @@ module attributes {transform.with_named_sequence} {
         {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()
 
     // Step 7. Lower what is left of the vector dialect to what the SPIR-V and
-    // NVVM back ends take: 1-D transfers, masks as selects.
+    // NVVM back ends take: 1-D transfers, masks as selects (a pad's bounds
+    // mask is computed, not constant: materialize it as a compare).
     transform.apply_patterns to %bufferized {
       transform.apply_patterns.vector.cast_away_vector_leading_one_dim
       transform.apply_patterns.vector.lower_masks
       transform.apply_patterns.vector.lower_masked_transfers
+      transform.apply_patterns.vector.materialize_masks
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     transform.apply_cse to %bufferized : !transform.any_op

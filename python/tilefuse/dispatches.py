@@ -73,6 +73,9 @@ class Dispatch:
     combiners: list[str | None] = field(default_factory=list)
     # Every computing op, in program order (the same ops as `ops`).
     op_summaries: list[OpSummary] = field(default_factory=list)
+    # Root inputs produced by a tensor.pad: position -> why a kernel cannot
+    # read through that pad with masked loads, or None when it can.
+    pad_inputs: dict[int, str | None] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -195,8 +198,32 @@ def _analyse(func, executable: str) -> Dispatch:
         d.output_maps_identity = all(m == identity for m in maps[num_inputs:])
         d.loop_ranges = _loop_ranges(maps, [_operand(v) for v in operands], len(identity.results))
         d.input_inner_dims = [_inner_dim(m) for m in maps[:num_inputs]]
+        d.pad_inputs = {
+            i: _pad_problem(v.owner.operation, maps[i] == identity)
+            for i, v in enumerate(operands[:num_inputs])
+            if _defining_op_name(v) == "tensor.pad"
+        }
     d.combiners = _combiners(root, num_inputs)
     return d
+
+
+def _pad_problem(pad, read_in_place: bool) -> str | None:
+    """Why a kernel cannot read the root's input through this tensor.pad with
+    masked vector loads (the mask is the source's bounds, the masked-off
+    lanes take the padding value), or None."""
+    if not read_in_place:
+        return "the root reads the pad through a non-identity map"
+    source = pad.operands[0]
+    if _defining_op_name(source) != LOAD:
+        return "the pad's source is computed in the dispatch, not loaded"
+    # A dynamic low pad shows as a negative sentinel in static_low: nonzero too.
+    if any(ir.DenseI64ArrayAttr(pad.attributes["static_low"])):
+        return "low padding (only high padding is a bounds check)"
+    body = pad.regions[0].blocks[0]
+    value = list(body.operations)[-1].operands[0]
+    if _defining_op_name(value) != "arith.constant":
+        return "padding value is not a constant"
+    return None
 
 
 def _summary(op) -> OpSummary:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from ..targets import Target
+from . import pads
 from .graph import FuncGraph, bytes_of, value_key
 from .groups import (
     REDUCTION_KINDS,
@@ -137,14 +138,29 @@ def max_bindings(target: Target) -> int:
 
 # IREE 3.13's SPIR-V codegen fails on a tensor.pad inside a dispatch
 # ("memref.store ... restricted to workgroup distributed contexts"), and IREE's
-# own dispatch formation never puts one there: a pad stays outside every group
-# (IREE copies it into a filled buffer) until a strategy declares the "pad" kind.
-PAD_OUTSIDE = "stablehlo.pad left to IREE: no tilefuse kernel reads through a pad yet"
+# own dispatch formation never puts one there. So a pad joins a group only
+# when a tilefuse kernel reads through it (pads.py); otherwise it stays
+# outside every group and IREE copies it into a filled buffer.
+PAD_OUTSIDE = "stablehlo.pad left to IREE ({why}): IREE copies it into a filled buffer"
 
 
-def groupable(node) -> bool:
-    if node.name == "stablehlo.pad":
-        return kernel_for("pad")
+def reads_through_pads() -> bool:
+    """Some tilefuse strategy reads a root input through a tensor.pad."""
+    from ..strategies import STRATEGIES
+
+    return any(getattr(module, "READS_THROUGH_PADS", False) for _, module in STRATEGIES)
+
+
+def pad_outside(graph: FuncGraph, node) -> str | None:
+    """Why this pad stays outside every group, or None."""
+    if not reads_through_pads():
+        return "no tilefuse kernel reads through a pad"
+    return pads.pad_refusal(graph, node)
+
+
+def groupable(node, graph: FuncGraph) -> bool:
+    if node.name == pads.PAD:
+        return pad_outside(graph, node) is None
     if node.cls in GROUPED_CLASSES:
         return True
     # Other StableHLO ops (sort, reduce_window, rng, ...) get a group of their
@@ -207,6 +223,9 @@ class FuncPlan:
         kind, _ = classify(self.graph, merged)
         if kind == "other":
             return "an op with no fusion rule"
+        why = pads.group_refusal(self.graph, merged, kind)
+        if why:
+            return why
         bindings = self._bindings(merged)
         if bindings > max_bindings(self.target):
             return f"{bindings} bindings > {max_bindings(self.target)}"
@@ -256,9 +275,9 @@ def _sibling_pairs(graph: FuncGraph, plan: FuncPlan):
 def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[str]]:
     plan = FuncPlan(graph, target)
     for n in graph.nodes:
-        if n.name == "stablehlo.pad" and not groupable(n):
-            plan.log.append(f"op {n.index}: {PAD_OUTSIDE}")
-        if groupable(n):
+        if n.name == pads.PAD and not groupable(n, graph):
+            plan.log.append(f"op {n.index}: " + PAD_OUTSIDE.format(why=pad_outside(graph, n)))
+        if groupable(n, graph):
             plan.group_of[n.index] = n.index
             plan.members[n.index] = {n.index}
             plan.kinds[n.index], _ = classify(graph, {n.index})
@@ -353,6 +372,11 @@ def _describe(graph: FuncGraph, members: list[int]) -> Group:
     if names <= NO_KERNEL_ALONE:
         group.outlined = False
         group.why_not_outlined = "only reshapes: IREE folds them into metadata, no kernel"
+    elif pads.only_pads(graph, members):
+        group.outlined = False
+        group.why_not_outlined = (
+            "a pad with no consumer in its group to read through it: IREE copies it"
+        )
     elif any(graph.nodes[i].shape is None and graph.nodes[i].op.results for i in members):
         group.outlined = False
         group.why_not_outlined = "dynamic shapes: left to IREE's dispatch formation"

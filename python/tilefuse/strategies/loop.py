@@ -5,6 +5,11 @@ vector each, so a warp reads a contiguous run of memory; extra rows go to the
 workgroup's y dim when a row is short; the next outer dim goes to grid z.
 Sizes that divide are chosen when a good divisor exists (every vector full,
 no masks); otherwise the last tile is ragged and masked.
+
+A root input produced by a tensor.pad (high padding of a loaded tensor, e.g.
+to a tile size) is read through the pad: each thread's vector load is masked
+by the source's bounds and the masked-off lanes take the padding value, so
+no padded copy exists anywhere (seed 002's TensorPadSpecialization).
 """
 
 import math
@@ -19,6 +24,9 @@ MAX_RANK = 4
 # Leading dims beyond the grid's three become vector dims of each thread;
 # keep that vector small.
 MAX_SERIAL_ELEMENTS = 8
+# The fusion planner lets a stablehlo.pad into a group only when some
+# strategy reads through pads (fusion/pads.py says which pads and groups).
+READS_THROUGH_PADS = True
 
 
 def _largest_divisor_at_most(n: int, limit: int) -> int:
@@ -44,8 +52,12 @@ def _check(d: Dispatch) -> str | None:
         return f"rank {len(d.loop_ranges)} > {MAX_RANK}"
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
+    for position, problem in d.pad_inputs.items():
+        if problem:
+            return f"input {position} is a tensor.pad it cannot read through: {problem}"
     others = len(d.ops) - 1  # d.ops lists the computing ops, the root among them
     fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
+    fusable += [p for p in d.input_producers if p == "tensor.pad"]
     if others > len(fusable):
         return f"{others} ops besides the root, only direct producers are fused"
     return None
@@ -118,6 +130,8 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         "exact": exact_x and exact_y,
     }
     notes = "" if params["exact"] else ", ragged edge masked"
+    if d.pad_inputs:
+        notes += f", {len(d.pad_inputs)} pad(s) read through masked loads"
     if not d.output_maps_identity:
         # Reads stay coalesced, writes are strided: a shared-memory transpose
         # strategy is future work (fusion issue's transpose kind).

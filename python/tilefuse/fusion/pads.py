@@ -1,0 +1,71 @@
+"""Which stablehlo.pad ops may join a fusion group, and which groups may hold one.
+
+A kernel reads through a pad instead of materializing it: the load of the
+pad's source is masked by the source's bounds and the masked-off lanes take
+the padding value (strategies/loop.py, transform_scripts/loop.mlir). That is
+a bounds check at the high end of each dim, so the pad must have:
+
+- no low and no interior padding, and no negative (slicing) high padding;
+- a constant padding value;
+
+and the group must let IREE hand the kernel `tensor.pad(load(x))` read in
+place by the root:
+
+- the group is a loop group (the only kernel that reads through pads);
+- the pad's operand comes from outside the group (a load, not an op the
+  kernel would have to compute before padding);
+- every member downstream of the pad is elementwise, so IREE's phase 1 fuses
+  them into one root that reads the pad with the identity map.
+
+A pad that cannot join a group stays outside, and IREE copies it into a
+filled buffer (one more dispatch and a round trip through memory); the plan's
+log says why.
+"""
+
+from .graph import FuncGraph, Node
+
+PAD = "stablehlo.pad"
+
+
+def pad_refusal(graph: FuncGraph, node: Node) -> str | None:
+    """Why no kernel can read through this pad, or None."""
+    if any(node.ints("edge_padding_low")):
+        return "low padding (a kernel reads through high padding only)"
+    if any(node.ints("interior_padding")):
+        return "interior padding"
+    if any(h < 0 for h in node.ints("edge_padding_high")):
+        return "negative high padding (a slice)"
+    value = node.producers[1]
+    if value < 0 or graph.nodes[value].cls != "constant":
+        return "padding value is not a constant"
+    return None
+
+
+def _downstream(graph: FuncGraph, members: set[int], start: int) -> set[int]:
+    seen, stack = set(), [start]
+    while stack:
+        for u in graph.nodes[stack.pop()].users:
+            if u in members and u not in seen:
+                seen.add(u)
+                stack.append(u)
+    return seen
+
+
+def group_refusal(graph: FuncGraph, members: set[int], kind: str) -> str | None:
+    """Why a group of these members may not hold its pads, or None."""
+    pads = [graph.nodes[i] for i in sorted(members) if graph.nodes[i].name == PAD]
+    if not pads:
+        return None
+    if kind != "loop":
+        return f"a pad in a {kind} group (only the loop kernel reads through pads)"
+    for pad in pads:
+        if pad.producers[0] in members:
+            return f"pad op {pad.index} pads a value computed in the group"
+        later = [graph.nodes[i] for i in _downstream(graph, members, pad.index)]
+        if any(n.cls != "elementwise" for n in later):
+            return f"pad op {pad.index} is read through a non-elementwise op"
+    return None
+
+
+def only_pads(graph: FuncGraph, members: list[int]) -> bool:
+    return all(graph.nodes[i].name == PAD for i in members)
