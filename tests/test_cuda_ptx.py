@@ -19,6 +19,7 @@ SAMPLE_STRATEGIES = [
     ("gelu_bf16", "loop"),
     ("gelu_f32", "loop"),
     ("bias_scale_chain", "loop"),
+    ("pad_relu_f32", "loop"),
     ("softmax_f32", "softmax"),
     ("rmsnorm_f32", "softmax"),
     ("layernorm_f32", "softmax"),

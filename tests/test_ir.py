@@ -86,9 +86,11 @@ def test_ragged_kernel_is_masked_not_padded(tmp_path):
         """
 CHECK: func.func @main_dispatch_0
 CHECK-NOT: memref.alloc
-CHECK: vector.create_mask
-CHECK: vector.transfer_read
-CHECK: vector.transfer_write
+CHECK: %[[MASK:.*]] = arith.cmpi sgt, {{.*}} : vector<1xi64>
+CHECK: vector.transfer_read {{.*}}, %[[MASK]] {in_bounds = [true]}
+CHECK: vector.transfer_read {{.*}}, %[[MASK]] {in_bounds = [true]}
+CHECK: vector.transfer_write {{.*}}, %[[MASK]] {in_bounds = [true]}
+CHECK-NOT: memref.alloc
 """,
         tmp_path,
     )

@@ -148,20 +148,29 @@ def shape_of(t: ir.Type) -> list[int] | None:
     return list(st.shape)
 
 
+def element_type(t: ir.Type) -> ir.Type:
+    st = _cast(ir.ShapedType, t)
+    return st.element_type if st is not None else t
+
+
+def element_bits(t: ir.Type) -> int:
+    """Width of a tensor's (or scalar's) element type; 32 when it has none."""
+    et = element_type(t)
+    for cls in (ir.IntegerType, ir.FloatType):
+        typed = _cast(cls, et)
+        if typed is not None:
+            return typed.width
+    return 32
+
+
 def bytes_of(t: ir.Type) -> int:
     st = _cast(ir.RankedTensorType, t)
     if st is None or not st.has_static_shape:
         return 0
-    et = st.element_type
-    width = 32
-    for cls in (ir.IntegerType, ir.FloatType):
-        typed = _cast(cls, et)
-        if typed is not None:
-            width = typed.width
     count = 1
     for d in st.shape:
         count *= d
-    return count * max(width, 8) // 8
+    return count * max(element_bits(t), 8) // 8
 
 
 def _int_list(op: ir.Operation, attr: str) -> list[int]:

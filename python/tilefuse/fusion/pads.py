@@ -15,16 +15,22 @@ place by the root:
 - the pad's operand comes from outside the group (a load, not an op the
   kernel would have to compute before padding);
 - every member downstream of the pad is elementwise, so IREE's phase 1 fuses
-  them into one root that reads the pad with the identity map.
+  them into one root that reads the pad with the identity map;
+- the loop kernel takes the root's shape (IREE's own codegen cannot compile
+  a dispatch holding a pad, so there is no fallback once the pad is inside).
 
 A pad that cannot join a group stays outside, and IREE copies it into a
 filled buffer (one more dispatch and a round trip through memory); the plan's
 log says why.
 """
 
-from .graph import FuncGraph, Node
+from collections.abc import Callable
+
+from .graph import FuncGraph, Node, element_bits, element_type
 
 PAD = "stablehlo.pad"
+# (root shape, widest element bits, any bf16) -> why the loop kernel refuses it.
+ShapeRefusal = Callable[[list[int], int, bool], str | None]
 
 
 def pad_refusal(graph: FuncGraph, node: Node) -> str | None:
@@ -51,7 +57,9 @@ def _downstream(graph: FuncGraph, members: set[int], start: int) -> set[int]:
     return seen
 
 
-def group_refusal(graph: FuncGraph, members: set[int], kind: str) -> str | None:
+def group_refusal(
+    graph: FuncGraph, members: set[int], kind: str, shape_refusal: ShapeRefusal
+) -> str | None:
     """Why a group of these members may not hold its pads, or None."""
     pads = [graph.nodes[i] for i in sorted(members) if graph.nodes[i].name == PAD]
     if not pads:
@@ -64,7 +72,14 @@ def group_refusal(graph: FuncGraph, members: set[int], kind: str) -> str | None:
         later = [graph.nodes[i] for i in _downstream(graph, members, pad.index)]
         if any(n.cls != "elementwise" for n in later):
             return f"pad op {pad.index} is read through a non-elementwise op"
-    return None
+    root = graph.nodes[max(members)]  # a loop group's hero: its last op
+    # The dispatch's root reads the group's inputs and writes its result: the
+    # kernel's vector width comes from those types.
+    types = [v.type for v in (*graph.values_from_outside(members), *root.op.results)]
+    bits = max(element_bits(t) for t in types)
+    bf16 = any(str(element_type(t)) == "bf16" for t in types)
+    why = shape_refusal(root.shape or [], bits, bf16)
+    return f"the loop kernel would refuse the group: {why}" if why else None
 
 
 def only_pads(graph: FuncGraph, members: list[int]) -> bool:

@@ -223,13 +223,18 @@ class FuncPlan:
         kind, _ = classify(self.graph, merged)
         if kind == "other":
             return "an op with no fusion rule"
-        why = pads.group_refusal(self.graph, merged, kind)
+        why = pads.group_refusal(self.graph, merged, kind, self._loop_shape_refusal)
         if why:
             return why
         bindings = self._bindings(merged)
         if bindings > max_bindings(self.target):
             return f"{bindings} bindings > {max_bindings(self.target)}"
         return unsafe_duplication(self.graph, merged)
+
+    def _loop_shape_refusal(self, shape: list[int], bits: int, bf16: bool) -> str | None:
+        from ..strategies import loop
+
+        return loop.shape_refusal(shape, bits, bf16, self.target)
 
     def merge(self, a: int, b: int) -> None:
         keep, gone = min(a, b), max(a, b)

@@ -55,6 +55,8 @@ def _check(d: Dispatch) -> str | None:
     for position, problem in d.pad_inputs.items():
         if problem:
             return f"input {position} is a tensor.pad it cannot read through: {problem}"
+    if d.pad_inputs and _serial_pad_refusal(d.loop_ranges):
+        return _serial_pad_refusal(d.loop_ranges)
     others = len(d.ops) - 1  # d.ops lists the computing ops, the root among them
     fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
     fusable += [p for p in d.input_producers if p == "tensor.pad"]
@@ -67,13 +69,63 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     why_not = _check(d)
     if why_not:
         return None, why_not
-    shape = d.loop_ranges
+    bits = max(o.bits for o in d.inputs + d.outputs)
+    bf16 = any(o.element_type == "bf16" for o in d.inputs + d.outputs)
+    params, why_not = _layout(d.loop_ranges, bits, bf16, target, exact_only=bool(d.pad_inputs))
+    if params is None:
+        return None, why_not
+    params["root_inputs"] = list(range(len(d.inputs)))
+    notes = "" if params["exact"] else ", ragged edge masked"
+    if d.pad_inputs:
+        notes += f", {len(d.pad_inputs)} pad(s) read through masked loads"
+    if not d.output_maps_identity:
+        # Reads stay coalesced, writes are strided: a shared-memory transpose
+        # strategy is future work (fusion issue's transpose kind).
+        notes += ", transposed write"
+    return params, f"all-parallel rank-{len(d.loop_ranges)} root{notes}"
+
+
+def shape_refusal(shape: list[int], bits: int, bf16: bool, target: Target) -> str | None:
+    """Why the loop kernel would refuse a root of this static shape that
+    reads through a pad, or None. The fusion planner asks before it puts a
+    pad in a loop group: IREE's own codegen cannot compile a dispatch holding
+    a pad, so such a group must be one the loop kernel takes."""
+    if not shape:
+        return "rank-0 root (a single element: nothing to tile)"
+    if len(shape) > MAX_RANK:
+        return f"rank {len(shape)} > {MAX_RANK}"
+    why_not = _serial_pad_refusal(shape)
+    if why_not:
+        return why_not
+    params, why_not = _layout(shape, bits, bf16, target, exact_only=True)
+    return None if params else why_not
+
+
+def _serial_pad_refusal(shape: list[int]) -> str | None:
+    # Dims beyond the 3-D grid become leading dims of each thread's vector;
+    # a pad's load masked along them is a multi-dim masked transfer, which
+    # nothing in the kernel's lowering breaks into 1-D loads.
+    serial = math.prod(shape[: max(0, len(shape) - 3)])
+    if serial > 1:
+        return f"a pad read through a rank-{len(shape)} root with {serial} elements beyond the grid"
+    return None
+
+
+def _layout(
+    shape: list[int], bits: int, bf16: bool, target: Target, exact_only: bool = False
+) -> tuple[dict | None, str]:
+    """Tiles, threads and vector for a root of this shape, or None and why.
+
+    exact_only: every thread gets a full vector (tiles divide the shape),
+    whatever the thread count. A root that reads through a pad needs it: in
+    a ragged tile the pad's vector is written and read back under a mask,
+    which nothing forwards, so it would be staged through workgroup memory.
+    """
     rank = len(shape)
     n = shape[-1]
-    bits = max(o.bits for o in d.inputs + d.outputs)
     # Vector: as many elements as fit vector_bits, and it must divide the row.
     max_vector = target.vector_bits // bits
-    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs + d.outputs):
+    if target.bf16_vector_elements and bf16:
         max_vector = min(max_vector, target.bf16_vector_elements)
     vector = 1
     while vector * 2 <= max_vector and n % (vector * 2) == 0:
@@ -84,7 +136,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         threads_x, exact_x = cols, True
     else:
         divisor = _largest_divisor_at_most(cols, pref)
-        if divisor * 2 >= pref:
+        if divisor * 2 >= pref or exact_only:
             threads_x, exact_x = divisor, True
         else:
             threads_x, exact_x = pref, False
@@ -93,11 +145,16 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         m = shape[-2]
         want = max(1, min(m, pref // threads_x))
         rows = _largest_divisor_at_most(m, want)
-        if rows * 2 < want:
+        if rows * 2 < want and not exact_only:
             rows, exact_y = want, m % want == 0
     serial = math.prod(shape[: max(0, rank - 3)])
     if serial > MAX_SERIAL_ELEMENTS:
         return None, f"rank {rank} with {serial} elements in dims beyond the 3-D grid"
+    if exact_only and threads_x * rows < target.subgroup_size:
+        return None, (
+            f"tiles that divide {shape} give {threads_x * rows} threads per workgroup, "
+            f"fewer than a subgroup ({target.subgroup_size})"
+        )
 
     tile_x = threads_x * vector
     grid = [
@@ -118,7 +175,6 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     thread_mapping = (["y"] if rank >= 2 else []) + ["x"]
     vector_sizes = lead + [1] * (rank - len(lead) - 1) + [vector]
     params = {
-        "root_inputs": list(range(len(d.inputs))),
         "workgroup_tile": workgroup_tile,
         "workgroup_mapping": block_mapping,
         "thread_count": thread_count,
@@ -129,14 +185,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         "grid": grid,
         "exact": exact_x and exact_y,
     }
-    notes = "" if params["exact"] else ", ragged edge masked"
-    if d.pad_inputs:
-        notes += f", {len(d.pad_inputs)} pad(s) read through masked loads"
-    if not d.output_maps_identity:
-        # Reads stay coalesced, writes are strided: a shared-memory transpose
-        # strategy is future work (fusion issue's transpose kind).
-        notes += ", transposed write"
-    return params, f"all-parallel rank-{rank} root{notes}"
+    return params, ""
 
 
 def describe(p: dict) -> str:
