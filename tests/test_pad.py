@@ -9,6 +9,8 @@ exact for i32. The planner's refusals are checked on the plan and, for one
 refused pad, on the numerics of IREE's path.
 """
 
+import shutil
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -303,3 +305,14 @@ def test_refused_pad_numerics_on_iree_path():
     module = tilefuse.compile(text, target="vulkan")
     assert len(module.reports) == 2
     check(module, [6, 10], high, "f32", -1.5, low=low)
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+@pytest.mark.parametrize("dtype,literal", [("bf16", "0.000000e+00"), ("f32", "-1.500000e+00")])
+def test_pad_kernel_assembles_for_cuda(target, dtype, literal):
+    result = tilefuse.compile_program(pad_program([250, 1000], [6, 24], dtype, literal), target)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    assert "1 pad(s) read through masked loads" in report.reason
+    assert report.registers and report.spill_bytes == 0
