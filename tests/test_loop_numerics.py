@@ -106,3 +106,22 @@ def test_rank3_and_rank4_roots(shape, perm):
     x = rng.standard_normal(shape).astype(np.float32)
     y = rng.standard_normal(out).astype(np.float32)
     assert np.array_equal(module.main(x, y), x.transpose(perm) + y)
+
+
+def test_multi_output_loop_group():
+    """y = a + b and y * y both returned: one loop group, one dispatch whose
+    root has two results (one store each). The strategy keeps that root
+    once; it used to fail in phase 2 (a handle to the same op twice)."""
+    text = """func.func @main(%a: tensor<256x1000xf32>, %b: tensor<256x1000xf32>) -> (tensor<256x1000xf32>, tensor<256x1000xf32>) {
+  %y = stablehlo.add %a, %b : tensor<256x1000xf32>
+  %z = stablehlo.multiply %y, %y : tensor<256x1000xf32>
+  return %y, %z : tensor<256x1000xf32>, tensor<256x1000xf32>
+}
+"""
+    module = tilefuse.compile(text, target="vulkan")
+    assert [(r.strategy, r.status) for r in module.reports] == [("loop", "applied")]
+    a, b = random_inputs((256, 1000), (256, 1000), "f32")
+    y, z = module.main(a, b)
+    ref = a.astype(np.float64) + b
+    assert np.max(np.abs(y - ref)) <= 1e-6
+    assert np.max(np.abs(z - ref * ref)) <= 1e-5 * np.max(ref * ref)

@@ -316,3 +316,30 @@ def test_pad_kernel_assembles_for_cuda(target, dtype, literal):
     assert (report.strategy, report.status) == ("loop", "applied"), report.line()
     assert "1 pad(s) read through masked loads" in report.reason
     assert report.registers and report.spill_bytes == 0
+
+
+def test_pad_no_kernel_takes_is_one_clear_error(root, monkeypatch):
+    # A planner bug would hand IREE a dispatch holding a pad, which its GPU
+    # codegen cannot compile: the driver names the dispatch instead.
+    from tilefuse.strategies import loop
+
+    monkeypatch.setattr(loop, "plan", lambda d, target: (None, "refused for the test"))
+    with pytest.raises(tilefuse.TilefuseError, match="holds a pad .*refused for the test"):
+        tilefuse.compile_program(root / "samples/pad_relu_f32.mlir", "vulkan")
+
+
+def test_pad_in_a_multi_result_group_stays_with_iree_and_is_right():
+    text = """func.func @main(%x: tensor<250x1000xf32>, %b: tensor<256x1024xf32>) -> (tensor<256x1024xf32>, tensor<256x1024xf32>) {
+  %v = stablehlo.constant dense<0.0> : tensor<f32>
+  %p = stablehlo.pad %x, %v, low = [0, 0], high = [6, 24], interior = [0, 0] : (tensor<250x1000xf32>, tensor<f32>) -> tensor<256x1024xf32>
+  %y = stablehlo.add %p, %b : tensor<256x1024xf32>
+  return %p, %y : tensor<256x1024xf32>, tensor<256x1024xf32>
+}
+"""
+    result = tilefuse.compile_program(text, "vulkan")
+    assert any("a pad in a group with several results" in x for x in result.fusion.log)
+    module = tilefuse.CompiledModule(result.vmfb, "vulkan", result.reports)
+    x, b = pad_inputs([250, 1000], [6, 24], "f32")
+    p, y = module.main(x, b)
+    ref = np.pad(x, [(0, 6), (0, 24)])
+    assert np.array_equal(p, ref) and np.max(np.abs(y - (ref + b))) <= 1e-6

@@ -29,8 +29,11 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> !transform.any_op
     %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
       : (!transform.any_op) -> !transform.any_op
-    %root = transform.get_producer_of_operand %stores[0]
+    // A root with several results (a multi-output loop group: y and y * y
+    // both returned) has one store per result: keep it once.
+    %root_per_store = transform.get_producer_of_operand %stores[0]
       : (!transform.any_op) -> !transform.any_op
+    %root = transform.merge_handles deduplicate %root_per_store : !transform.any_op
 
     // Step 2. Tile the root to workgroups and pull its producers into the
     // tile, so that each workgroup computes them only for its own slice

@@ -98,7 +98,20 @@ def collapse_stage(sources: Path) -> None:
 
 
 def choose_strategies(dispatches: list[Dispatch], target: Target) -> list[Choice]:
-    return [choose(d, target) for d in dispatches]
+    choices = [choose(d, target) for d in dispatches]
+    for c in choices:
+        # IREE 3.13's GPU codegen fails on a pad inside a dispatch (a
+        # memref.store outside any distributed context); the planner lets a
+        # pad in only where the loop kernel reads through it, so this is a
+        # planner bug. Say so instead of failing in phase 2.
+        if target.is_gpu and c.strategy is None and "tensor.pad" in c.dispatch.ops:
+            raise TilefuseError(
+                f"dispatch {c.dispatch.name} holds a pad that no tilefuse kernel reads "
+                f"through ({c.reason}), and IREE cannot compile it; compile with "
+                "--no-fusion to work around, and please report it",
+                c.dispatch.location,
+            )
+    return choices
 
 
 def write_library(choices: list[Choice], workdir: Path) -> Path:

@@ -14,8 +14,9 @@ place by the root:
 - the group is a loop group (the only kernel that reads through pads);
 - the pad's operand comes from outside the group (a load, not an op the
   kernel would have to compute before padding);
-- every member downstream of the pad is elementwise, so IREE's phase 1 fuses
-  them into one root that reads the pad with the identity map;
+- the group has one result, and every member downstream of the pad is
+  elementwise, so IREE's phase 1 fuses them into one root that reads the pad
+  with the identity map;
 - the loop kernel takes the root's shape (IREE's own codegen cannot compile
   a dispatch holding a pad, so there is no fallback once the pad is inside).
 
@@ -27,6 +28,7 @@ log says why.
 from collections.abc import Callable
 
 from .graph import FuncGraph, Node, element_bits, element_type
+from .safety import outputs_of
 
 PAD = "stablehlo.pad"
 # (root shape, widest element bits, any bf16) -> why the loop kernel refuses it.
@@ -66,6 +68,10 @@ def group_refusal(
         return None
     if kind != "loop":
         return f"a pad in a {kind} group (only the loop kernel reads through pads)"
+    if len(outputs_of(graph, members)) > 1:
+        # Several results may become several root ops in IREE's dispatch,
+        # which the loop kernel refuses, and IREE cannot compile the pad.
+        return "a pad in a group with several results"
     for pad in pads:
         if pad.producers[0] in members:
             return f"pad op {pad.index} pads a value computed in the group"
