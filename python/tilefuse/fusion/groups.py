@@ -105,12 +105,21 @@ def classify(graph: FuncGraph, members: set[int]) -> tuple[str, int]:
 
 def upstream_members(graph: FuncGraph, members: set[int], node: Node) -> set[int]:
     """The members `node` reads from, directly or through other members."""
+    return _reachable(graph, members, node, lambda n: n.producers)
+
+
+def downstream_members(graph: FuncGraph, members: set[int], node: Node) -> set[int]:
+    """The members that read `node`, directly or through other members."""
+    return _reachable(graph, members, node, lambda n: n.users)
+
+
+def _reachable(graph: FuncGraph, members: set[int], node: Node, edges) -> set[int]:
     seen, stack = set(), [node.index]
     while stack:
-        for p in graph.nodes[stack.pop()].producers:
-            if p in members and p not in seen:
-                seen.add(p)
-                stack.append(p)
+        for i in edges(graph.nodes[stack.pop()]):
+            if i in members and i not in seen:
+                seen.add(i)
+                stack.append(i)
     return seen
 
 

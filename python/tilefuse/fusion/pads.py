@@ -28,6 +28,7 @@ log says why.
 from collections.abc import Callable
 
 from .graph import FuncGraph, Node, element_bits, element_type
+from .groups import downstream_members
 from .safety import outputs_of
 
 PAD = "stablehlo.pad"
@@ -49,16 +50,6 @@ def pad_refusal(graph: FuncGraph, node: Node) -> str | None:
     return None
 
 
-def _downstream(graph: FuncGraph, members: set[int], start: int) -> set[int]:
-    seen, stack = set(), [start]
-    while stack:
-        for u in graph.nodes[stack.pop()].users:
-            if u in members and u not in seen:
-                seen.add(u)
-                stack.append(u)
-    return seen
-
-
 def group_refusal(
     graph: FuncGraph, members: set[int], kind: str, shape_refusal: ShapeRefusal
 ) -> str | None:
@@ -75,7 +66,7 @@ def group_refusal(
     for pad in pads:
         if pad.producers[0] in members:
             return f"pad op {pad.index} pads a value computed in the group"
-        later = [graph.nodes[i] for i in _downstream(graph, members, pad.index)]
+        later = [graph.nodes[i] for i in downstream_members(graph, members, pad)]
         if any(n.cls != "elementwise" for n in later):
             return f"pad op {pad.index} is read through a non-elementwise op"
     root = graph.nodes[max(members)]  # a loop group's hero: its last op
