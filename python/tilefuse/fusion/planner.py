@@ -13,7 +13,8 @@ order, and merge the two groups when the rule allows it and the merge keeps:
   through the cache, so a row longer than shared memory is no reason to cut
   it; whether the kernel takes the group is strategies/softmax.py's
   group_refusal, asked before outlining);
-- a group kind that exists (classify() in groups.py).
+- a group kind that exists (classify() in groups.py);
+- pads only in groups whose kernel reads through them (pads.py).
 
 Repeat until nothing changes. A softmax-like group the softmax kernel
 refuses is cut in two where it re-reads one of its results (split_plan), or

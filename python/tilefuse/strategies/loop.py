@@ -55,8 +55,9 @@ def _check(d: Dispatch) -> str | None:
     for position, problem in d.pad_inputs.items():
         if problem:
             return f"input {position} is a tensor.pad it cannot read through: {problem}"
-    if d.pad_inputs and _serial_pad_refusal(d.loop_ranges):
-        return _serial_pad_refusal(d.loop_ranges)
+    serial_pad = _serial_pad_refusal(d.loop_ranges) if d.pad_inputs else None
+    if serial_pad:
+        return serial_pad
     others = len(d.ops) - 1  # d.ops lists the computing ops, the root among them
     fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
     fusable += [p for p in d.input_producers if p == "tensor.pad"]
