@@ -145,6 +145,17 @@ def max_bindings(target: Target) -> int:
 PAD_OUTSIDE = "stablehlo.pad left to IREE ({why}): IREE copies it into a filled buffer"
 
 
+# A reduction group returning a reduction and another op's result (x * 2 and
+# its row sums; a sum and its mean) is a dispatch with two root ops: no
+# tilefuse kernel stores both, and IREE 3.13's default SPIR-V codegen fails
+# on such a dispatch (sum and mean of 64x1000) or runs for over ten minutes
+# (exp(x) and its column sums, 1000x64). The two stay separate groups.
+MIXED_RESULTS = (
+    "the {kind} group would return a reduction and another op's result "
+    "(no kernel stores both; IREE's codegen fails on such a dispatch)"
+)
+
+
 def reads_through_pads() -> bool:
     """Some tilefuse strategy reads a root input through a tensor.pad."""
     from ..strategies import STRATEGIES
@@ -227,6 +238,10 @@ class FuncPlan:
         why = pads.group_refusal(self.graph, merged, kind, self._loop_shape_refusal)
         if why:
             return why
+        if kind in ("row-reduction", "column-reduction"):
+            outs = outputs_of(self.graph, merged)
+            if len(outs) > 1 and any(self.graph.nodes[i].cls != "reduce" for i in outs):
+                return MIXED_RESULTS.format(kind=kind)
         bindings = self._bindings(merged)
         if bindings > max_bindings(self.target):
             return f"{bindings} bindings > {max_bindings(self.target)}"
