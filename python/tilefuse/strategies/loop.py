@@ -52,6 +52,11 @@ def _check(d: Dispatch) -> str | None:
         return f"rank {len(d.loop_ranges)} > {MAX_RANK}"
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
+    if not d.inputs:
+        # The script takes the root's producers from its input operands; a
+        # root with none (an iota, or a reverse IREE turns into tensor.extract
+        # gathers from a captured load) has no operand list to take.
+        return "root has no input operands (an iota, or reads by tensor.extract)"
     for position, problem in d.pad_inputs.items():
         if problem:
             return f"input {position} is a tensor.pad it cannot read through: {problem}"
