@@ -170,9 +170,8 @@ def pad_outside(graph: FuncGraph, node) -> str | None:
     return pads.pad_refusal(graph, node)
 
 
-def groupable(node, graph: FuncGraph) -> bool:
-    if node.name == pads.PAD:
-        return pad_outside(graph, node) is None
+def groupable(node) -> bool:
+    """The op may join a group (a pad also needs pad_outside to be None)."""
     if node.cls in GROUPED_CLASSES:
         return True
     # Other StableHLO ops (sort, reduce_window, rng, ...) get a group of their
@@ -296,9 +295,10 @@ def _sibling_pairs(graph: FuncGraph, plan: FuncPlan):
 def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[str]]:
     plan = FuncPlan(graph, target)
     for n in graph.nodes:
-        if n.name == pads.PAD and not groupable(n, graph):
-            plan.log.append(f"op {n.index}: " + PAD_OUTSIDE.format(why=pad_outside(graph, n)))
-        if groupable(n, graph):
+        outside = pad_outside(graph, n) if n.name == pads.PAD else None
+        if outside:
+            plan.log.append(f"op {n.index}: " + PAD_OUTSIDE.format(why=outside))
+        elif groupable(n):
             plan.group_of[n.index] = n.index
             plan.members[n.index] = {n.index}
             plan.kinds[n.index], _ = classify(graph, {n.index})

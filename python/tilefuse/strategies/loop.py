@@ -46,10 +46,9 @@ def _check(d: Dispatch) -> str | None:
         return why_not
     if "reduction" in d.iterator_types:
         return "root has reduction dims"
-    if not d.loop_ranges:
-        return "rank-0 root (a single element: nothing to tile)"
-    if len(d.loop_ranges) > MAX_RANK:
-        return f"rank {len(d.loop_ranges)} > {MAX_RANK}"
+    why_not = _rank_refusal(d.loop_ranges)
+    if why_not:
+        return why_not
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
     if not d.inputs:
@@ -96,15 +95,19 @@ def shape_refusal(shape: list[int], bits: int, bf16: bool, target: Target) -> st
     reads through a pad, or None. The fusion planner asks before it puts a
     pad in a loop group: IREE's own codegen cannot compile a dispatch holding
     a pad, so such a group must be one the loop kernel takes."""
-    if not shape:
-        return "rank-0 root (a single element: nothing to tile)"
-    if len(shape) > MAX_RANK:
-        return f"rank {len(shape)} > {MAX_RANK}"
-    why_not = _serial_pad_refusal(shape)
+    why_not = _rank_refusal(shape) or _serial_pad_refusal(shape)
     if why_not:
         return why_not
     params, why_not = _layout(shape, bits, bf16, target, exact_only=True)
     return None if params else why_not
+
+
+def _rank_refusal(shape: list[int]) -> str | None:
+    if not shape:
+        return "rank-0 root (a single element: nothing to tile)"
+    if len(shape) > MAX_RANK:
+        return f"rank {len(shape)} > {MAX_RANK}"
+    return None
 
 
 def _serial_pad_refusal(shape: list[int]) -> str | None:
