@@ -139,6 +139,13 @@ def test_numerics_error_counts_one_sided_nan_as_infinite():
     assert max_abs_error(a, np.array([1.0, 2.0, 3.0])) == np.inf
 
 
+def test_numerics_error_of_scalar_results():
+    # A reduction to a scalar returns 0-d arrays (this used to crash bench).
+    assert max_abs_error(np.array(2.0, np.float32), np.float64(2.5)) == 0.5
+    assert max_abs_error(np.array(np.nan, np.float32), np.float64(np.nan)) == 0.0
+    assert max_abs_error(np.array(np.nan, np.float32), np.float64(1.0)) == np.inf
+
+
 def test_timing_repeat_shrinks_for_big_models():
     assert timing_repeat(2_000_000, 10) == 10  # small: the limit
     assert timing_repeat(100_000_000, 10) == 3  # ~256 MiB per timed call

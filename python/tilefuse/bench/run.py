@@ -180,8 +180,10 @@ def model_inputs(path: Path, program: Program, function: str):
 def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:
     """Largest |a - b|; a NaN on one side only is an infinite error (a NaN
     would otherwise compare as within any tolerance)."""
-    a, b = a.astype(np.float64), np.asarray(b, dtype=np.float64)
-    diff = np.abs(a - b)
+    # atleast_1d: a 0-d result (a reduction to a scalar) is a numpy scalar
+    # after arithmetic, which cannot be indexed by a mask.
+    a, b = np.atleast_1d(np.asarray(a, dtype=np.float64)), np.asarray(b, dtype=np.float64)
+    diff = np.atleast_1d(np.abs(a - b))
     diff[np.isnan(a) & np.isnan(b)] = 0.0
     diff[np.isnan(diff)] = np.inf
     return float(np.max(diff, initial=0))
