@@ -255,6 +255,42 @@ def test_several_rows_per_workgroup(shape, dtype, op, rows):
     check_case(shape, dtype, op, params=f"wg=[8, {rows}, 1]")
 
 
+TWO_INPUTS = [
+    ("multiply", lambda x, y: x * y),  # IREE fuses it into the root: two loads
+    ("exponential-add", lambda x, y: np.exp(x) + y),
+]
+
+
+@pytest.mark.parametrize("body,ref", TWO_INPUTS, ids=[b for b, _ in TWO_INPUTS])
+def test_root_with_two_inputs(body, ref):
+    """A root reading two inputs: the script fused its producers through a
+    `match` that takes one payload op, and phase 2 failed ("requires exactly
+    one target handle") on sum(x * y) over rows."""
+    t, r = "tensor<64x1000xf32>", "tensor<64xf32>"
+    ops = (
+        [f"%a = stablehlo.multiply %x, %y : {t}"]
+        if body == "multiply"
+        else [f"%e = stablehlo.exponential %x : {t}", f"%a = stablehlo.add %e, %y : {t}"]
+    )
+    text = "\n".join(
+        [
+            f"func.func @main(%x: {t}, %y: {t}) -> {r} {{",
+            "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
+            *(f"  {op}" for op in ops),
+            "  %s = stablehlo.reduce(%a init: %zero) applies stablehlo.add across dimensions = [1]"
+            f" : ({t}, tensor<f32>) -> {r}",
+            f"  return %s : {r}",
+            "}",
+        ]
+    )
+    module = tilefuse.compile(text, target="vulkan")
+    assert [(r.strategy, r.status) for r in module.reports] == [("row_reduction", "applied")]
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((64, 1000)).astype(np.float32) for _ in range(2))
+    want = ref(x.astype(np.float64), y.astype(np.float64)).sum(-1)
+    np.testing.assert_allclose(module.main(x, y), want, rtol=1e-5, atol=1e-4)
+
+
 def test_ir_several_rows_per_workgroup(tmp_path):
     """Rows of 1000 on lavapipe: 64 rows per [8, 64, 1] workgroup, each row on
     its own thread y with [64, 32] accumulators; every row's combine is an
