@@ -125,6 +125,12 @@ def argmax_f32(rng, small=False):
     return [x], [np.argmax(x, axis=1)], 0  # indices: exact
 
 
+def sum_of_squares_f32(rng, small=False):
+    x = rng.standard_normal(1 << 20).astype(np.float32)
+    # ~1M: f32 partial sums of 2048 squares (rows) then of 512 partials.
+    return [x], [(x.astype(np.float64) ** 2).sum()], 1.0
+
+
 SAMPLES = {
     "gelu_bf16": gelu_bf16,
     "gelu_f32": gelu_f32,
@@ -141,4 +147,5 @@ SAMPLES = {
     "column_sum_f16": column_sum_f16,
     "column_sum_small": column_sum_small,
     "argmax_f32": argmax_f32,
+    "sum_of_squares_f32": sum_of_squares_f32,
 }

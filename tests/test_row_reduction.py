@@ -277,8 +277,10 @@ def test_root_with_two_inputs(body, ref):
             f"func.func @main(%x: {t}, %y: {t}) -> {r} {{",
             "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
             *(f"  {op}" for op in ops),
-            "  %s = stablehlo.reduce(%a init: %zero) applies stablehlo.add across dimensions = [1]"
-            f" : ({t}, tensor<f32>) -> {r}",
+            (
+                "  %s = stablehlo.reduce(%a init: %zero) applies stablehlo.add across dimensions = [1]"
+                f" : ({t}, tensor<f32>) -> {r}"
+            ),
             f"  return %s : {r}",
             "}",
         ]

@@ -198,7 +198,10 @@ def check_numerics(result: ModelResult, refs, tol) -> None:
             outs = result.runs[compiler].outputs
             result.max_error[compiler] = max(max_abs_error(o, r) for o, r in zip(outs, refs))
         bad = [c for c in COMPILERS if result.max_error[c] > tol]
-        result.numerics = f"FAIL: {', '.join(bad)} over {tol:g}" if bad else "ok"
+        if "tilefuse" in bad:
+            result.numerics = f"FAIL: {', '.join(bad)} over {tol:g}"
+        else:  # a wrong baseline is reported, not an error of tilefuse's
+            result.numerics = "ok" + "".join(f"; {c} over {tol:g}" for c in bad)
         return
     scale = max((float(np.max(np.abs(o.astype(np.float64)), initial=0)) for o in iree), default=0)
     rel = max((AGREEMENT.get(str(o.dtype), 0.0) for o in tf), default=0.0)

@@ -7,6 +7,7 @@ as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
     safety.py   XLA's index-safety rule (no silent recomputation)
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py   float row max/min on ordered i32 keys (SPIR-V targets)
+    scalars.py  reductions to a scalar as reductions of rows
     rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n]
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
@@ -19,7 +20,7 @@ from iree.compiler import ir
 
 from ..errors import TilefuseError
 from ..targets import Target
-from . import minmax, rows
+from . import minmax, rows, scalars
 from .argminmax import rewrite_function
 from .graph import FuncGraph, module_graphs
 from .groups import Group
@@ -91,6 +92,9 @@ def fuse(text: str, target: Target) -> FusionPlan:
                     rewrites += [
                         f"{name}: {line}" for line in minmax.rewrite_function(op.operation)
                     ]
+                # After minmax: a float max to a scalar is split as the
+                # integer max of its keys, decoded once at the end.
+                rewrites += [f"{name}: {line}" for line in scalars.rewrite_function(op.operation)]
     plan = plan_module(module, target)
     viewed = _view_as_rows(plan) if target.is_gpu else []
     if viewed:

@@ -156,6 +156,39 @@ MIXED_RESULTS = (
 )
 
 
+# A reshape of [1] to [] returned by a group stays a collapse_shape before
+# the dispatch's store (IREE folds no rank-0 view into it), which no kernel
+# takes (and a rank-0 loop root has nothing to tile): it stays outside, a
+# view with no kernel of its own.
+SCALAR_RESHAPE = (
+    "a reshape to a scalar would end the {kind} group "
+    "(IREE keeps it as a collapse_shape before the store; no kernel takes that)"
+)
+
+
+# A reshape between two ops of a reduction group stays outside it: IREE
+# folds a reshape of an input into the load and one of a result into the
+# store, but keeps a reshape of a value the dispatch computes and reads again
+# as an expand/collapse_shape between its ops, which the reduction kernels
+# do not take (IREE's own codegen then ran out of shared memory on
+# sum(reshape(reverse(y)))).
+INNER_RESHAPE = (
+    "the {kind} group would reshape a value it computes "
+    "(IREE keeps that reshape inside the dispatch; the kernels read only views of inputs)"
+)
+
+
+# The [P, M] view of fusion/scalars.py stays alone (a flow.tensor.reshape of
+# the buffer, no kernel): inside a group, IREE collapses an elementwise op
+# reading it back to [N] and leaves an expand_shape between that op and the
+# reduction (sum(exp(x)) then ran out of shared memory on IREE's codegen).
+SPLIT_VIEW = "tilefuse.split_view"
+SPLIT_VIEW_ALONE = (
+    "the [rows, length] view of a reduction to a scalar stays alone "
+    "(in a group, IREE would collapse the ops reading it and leave an expand_shape inside)"
+)
+
+
 def reads_through_pads() -> bool:
     """Some tilefuse strategy reads a root input through a tensor.pad."""
     from ..strategies import STRATEGIES
@@ -241,6 +274,21 @@ class FuncPlan:
             outs = outputs_of(self.graph, merged)
             if len(outs) > 1 and any(self.graph.nodes[i].cls != "reduce" for i in outs):
                 return MIXED_RESULTS.format(kind=kind)
+        if any(
+            self.graph.nodes[i].name == "stablehlo.reshape" and self.graph.nodes[i].shape == []
+            for i in outputs_of(self.graph, merged)
+        ):
+            return SCALAR_RESHAPE.format(kind=kind)
+        nodes = [self.graph.nodes[i] for i in merged]
+        if kind in REDUCTION_KINDS:
+            read = {p for n in nodes for p in n.producers}
+            if any(
+                n.name == "stablehlo.reshape"
+                and n.index in read
+                and any(p in merged for p in n.producers)
+                for n in nodes
+            ):
+                return INNER_RESHAPE.format(kind=kind)
         bindings = self._bindings(merged)
         if bindings > max_bindings(self.target):
             return f"{bindings} bindings > {max_bindings(self.target)}"

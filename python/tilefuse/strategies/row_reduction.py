@@ -74,7 +74,7 @@ def _check(d: Dispatch) -> str | None:
     if its[-1] != "reduction":
         return "reduced dim is not the innermost loop (a column reduction)"
     if len(its) == 1:
-        return "rank-1 reduction to a scalar (needs a split reduction across workgroups)"
+        return "rank-1 reduction to a scalar (fusion/scalars.py rewrites those it can as rows; the fusion log says why not this one)"
     if len(its) - 1 > 3:
         return f"{len(its) - 1} parallel dims, more than the 3-D grid"
     if any(s < 0 for s in d.loop_ranges):
