@@ -229,7 +229,7 @@ def _cone(root: ir.Operation, view: ir.Operation) -> list[ir.Operation]:
     candidates, stack = [], [root]
     while stack:
         op = stack.pop()
-        if op is None or any(op == c for c in candidates) or not _elementwise(op):
+        if op is None or _inside(op, candidates) or not _elementwise(op):
             continue
         if len(op.results) != 1 or shape_of(op.results[0].type) != shape:
             continue
@@ -250,7 +250,7 @@ def _cone(root: ir.Operation, view: ir.Operation) -> list[ir.Operation]:
         kept = [
             op
             for op in candidates
-            if all(any(u.owner.operation == c for c in inside) for u in op.results[0].uses)
+            if all(_inside(u.owner.operation, inside) for u in op.results[0].uses)
         ]
         changed = len(kept) != len(candidates)
         candidates = kept
@@ -265,8 +265,9 @@ def _unary(op: ir.Operation) -> bool:
     """One tensor operand (abs(x), convert(x), ...). The view is not moved
     above a unary op feeding the reduction: IREE collapses that op back to
     [N] and leaves an expand_shape between it and the reduction, which no
-    kernel takes (sum(abs(x)) failed); the planner then keeps the view's
-    reshape out of the group and the op is a loop dispatch of its own."""
+    kernel takes (sum(abs(x)) failed). Left below it, the view is a reshape
+    between two ops, which the planner keeps out of a reduction group: the
+    op runs as a loop dispatch of its own and step one reads its result."""
     return len(_tensors(op)) == 1
 
 
@@ -282,61 +283,70 @@ def _position(op: ir.Operation) -> int:
     raise ValueError("op not in its parent's block")
 
 
-def hoist_view(view: ir.Operation) -> list[ir.Operation]:
-    """Put the stablehlo.reshape `view` of x above the elementwise ops that
-    compute x (the cone nothing else reads): they are recreated on the
-    view's shape, reading views of their inputs. Returns the views of the
-    inputs (`view` itself if nothing moved)."""
-    root = _producer(view.operands[0])
-    splits = len(shape_of(view.results[0].type)) > len(shape_of(view.operands[0].type))
-    cone = _cone(root, view) if root is not None and not (splits and _unary(root)) else []
-    if not cone:
-        return [view]
-    target = shape_of(view.results[0].type)
-    mapped: dict = {}  # old value -> its value on the view's shape (by identity)
+def _recreate(ops, shape, mapped: dict, anchor, ip, keep_scalars: bool) -> None:
+    """Clone the single-result elementwise `ops` (program order) onto
+    `shape`, at `ip`. An operand already in `mapped` (old value -> new, by
+    identity) is replaced; any other is viewed on `shape` before `anchor`
+    (kept as it is if a scalar and `keep_scalars`). Fills `mapped`."""
 
     def lookup(v):
         return next((new for old, new in mapped.items() if old == v), None)
 
-    for op in cone:
+    for op in ops:
         operands = []
         for v in op.operands:
             new = lookup(v)
             if new is None:
-                new = v if shape_of(v.type) == [] else _view(v, target, view)
-                mapped[v] = new
+                keep = keep_scalars and shape_of(v.type) == []
+                new = mapped[v] = v if keep else _view(v, shape, anchor)
             operands.append(new)
         named = op.attributes
         element = ir.ShapedType(op.results[0].type).element_type
         clone = ir.Operation.create(
             op.name,
-            results=[ir.RankedTensorType.get(target, element)],
+            results=[ir.RankedTensorType.get(shape, element)],
             operands=operands,
             attributes={named[i].name: named[i].attr for i in range(len(named))},
             loc=op.location,
-            ip=ir.InsertionPoint(view),
+            ip=ip,
         )
         mapped[op.results[0]] = clone.results[0]
-    view.results[0].replace_all_uses_with(lookup(view.operands[0]))
+
+
+def _lookup(mapped: dict, v):
+    return next(new for old, new in mapped.items() if old == v)
+
+
+def hoist_view(view: ir.Operation) -> None:
+    """Put the stablehlo.reshape `view` of x above the elementwise ops that
+    compute x (the cone nothing else reads): they are recreated on the
+    view's shape, reading views of their inputs."""
+    root = _producer(view.operands[0])
+    splits = len(shape_of(view.results[0].type)) > len(shape_of(view.operands[0].type))
+    cone = _cone(root, view) if root is not None and not (splits and _unary(root)) else []
+    if not cone:
+        return
+    mapped: dict = {}
+    target = shape_of(view.results[0].type)
+    _recreate(cone, target, mapped, view, ir.InsertionPoint(view), keep_scalars=True)
+    view.results[0].replace_all_uses_with(_lookup(mapped, view.operands[0]))
     view.erase()
     for op in reversed(cone):
         op.erase()
-    views = [_producer(v) for v in mapped.values()]
-    return [op for op in views if op is not None and op.name == "stablehlo.reshape"]
 
 
-def sink_view(view: ir.Operation) -> int:
+def sink_view(view: ir.Operation) -> None:
     """Move the final stablehlo.reshape `view` ([1] to []) below the
     elementwise ops that read the result (with scalar splat constants): they
     are recreated on [1], so the planner fuses them into the last step as
     its epilogue (a float max's key decode) instead of leaving a rank-0
-    dispatch to IREE. Returns the ops moved."""
+    dispatch to IREE."""
     result = view.results[0]
     one = shape_of(view.operands[0].type)
     sunk: list[ir.Operation] = []
 
     def available(v) -> bool:
-        if v == result or any(v == op.results[0] for op in sunk):
+        if v == result or _inside(_producer(v), sunk):
             return True
         return shape_of(v.type) == [] and _splat(v)
 
@@ -347,46 +357,24 @@ def sink_view(view: ir.Operation) -> int:
             u.owner.operation for v in [result] + [op.results[0] for op in sunk] for u in v.uses
         ]
         for op in sorted(users, key=_position):
-            if any(op == o for o in sunk) or not _elementwise(op) or len(op.results) != 1:
+            if _inside(op, sunk) or not _elementwise(op) or len(op.results) != 1:
                 continue
             if shape_of(op.results[0].type) == [] and all(available(v) for v in op.operands):
                 sunk.append(op)
                 grown = True
     if not sunk:
-        return 0
+        return
     sunk.sort(key=_position)
     at = ir.InsertionPoint(sunk[0])
-    mapped = {}
-
-    def lookup(v):
-        return next((new for old, new in mapped.items() if old == v), None)
-
-    mapped[result] = view.operands[0]
+    mapped = {result: view.operands[0]}
+    _recreate(sunk, one, mapped, sunk[0], at, keep_scalars=False)
     for op in sunk:
-        operands = []
-        for v in op.operands:
-            new = lookup(v)
-            if new is None:
-                new = mapped[v] = _view(v, one, sunk[0])
-            operands.append(new)
-        named = op.attributes
-        element = ir.ShapedType(op.results[0].type).element_type
-        clone = ir.Operation.create(
-            op.name,
-            results=[ir.RankedTensorType.get(one, element)],
-            operands=operands,
-            attributes={named[i].name: named[i].attr for i in range(len(named))},
-            loc=op.location,
-            ip=at,
-        )
-        mapped[op.results[0]] = clone.results[0]
-    for op in sunk:
-        outside = [u for u in op.results[0].uses if not any(u.owner.operation == o for o in sunk)]
+        outside = [u for u in op.results[0].uses if not _inside(u.owner.operation, sunk)]
         if outside:
             back = ir.Operation.create(
                 "stablehlo.reshape",
                 results=[op.results[0].type],
-                operands=[lookup(op.results[0])],
+                operands=[_lookup(mapped, op.results[0])],
                 loc=op.location,
                 ip=at,
             )
@@ -395,7 +383,6 @@ def sink_view(view: ir.Operation) -> int:
         op.erase()
     if not any(True for _ in result.uses):
         view.erase()
-    return len(sunk)
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:
