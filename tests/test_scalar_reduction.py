@@ -90,10 +90,10 @@ def test_sum_of_squares_fuses_the_square_into_step_one():
 
 
 PRODUCERS = [
-    # (ops on %x, %y into %a, numpy, dispatches): the view moves above binary
-    # ops; a unary op feeding the reduction, or an expensive op reading an
-    # input, keeps its own loop dispatch (IREE would collapse it back to [N]
-    # inside the reduction's dispatch).
+    # (ops on %x, %y into %a, numpy, dispatches): the view moves above a cone
+    # with a binary op; a cone of unary ops only, or an expensive op reading
+    # an input, keeps its own loop dispatch (IREE would collapse it back to
+    # [N] inside the reduction's dispatch).
     (["%a = stablehlo.multiply %x, %x"], lambda x, y: x * x, 2),
     (["%a = stablehlo.add %x, %y"], lambda x, y: x + y, 2),
     (
@@ -110,8 +110,9 @@ PRODUCERS = [
     (
         ["%m = stablehlo.multiply %x, %y", "%a = stablehlo.exponential %m"],
         lambda x, y: np.exp(x * y),
-        3,
+        2,
     ),
+    (["%n = stablehlo.negate %x", "%a = stablehlo.abs %n"], lambda x, y: np.abs(-x), 3),
 ]
 
 

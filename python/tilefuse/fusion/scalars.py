@@ -263,11 +263,13 @@ def _inside(op: ir.Operation | None, ops: list[ir.Operation]) -> bool:
 
 def _unary(op: ir.Operation) -> bool:
     """One tensor operand (abs(x), convert(x), ...). The view is not moved
-    above a unary op feeding the reduction: IREE collapses that op back to
-    [N] and leaves an expand_shape between it and the reduction, which no
-    kernel takes (sum(abs(x)) failed). Left below it, the view is a reshape
-    between two ops, which the planner keeps out of a reduction group: the
-    op runs as a loop dispatch of its own and step one reads its result."""
+    above a cone of unary ops only: IREE collapses them back to [N] and
+    leaves an expand_shape between them and the reduction, which no kernel
+    takes (sum(abs(x)) failed). Left below them, the view is a reshape
+    between two ops, which the planner keeps out of a reduction group: they
+    run as a loop dispatch of their own and step one reads its result. With
+    a binary op in the cone (exp(x * y), the float keys' selects) IREE fuses
+    the whole cone into the reduction."""
     return len(_tensors(op)) == 1
 
 
@@ -323,8 +325,8 @@ def hoist_view(view: ir.Operation) -> None:
     view's shape, reading views of their inputs."""
     root = _producer(view.operands[0])
     splits = len(shape_of(view.results[0].type)) > len(shape_of(view.operands[0].type))
-    cone = _cone(root, view) if root is not None and not (splits and _unary(root)) else []
-    if not cone:
+    cone = _cone(root, view) if root is not None else []
+    if not cone or splits and all(_unary(op) for op in cone):
         return
     mapped: dict = {}
     target = shape_of(view.results[0].type)
