@@ -315,17 +315,21 @@ def splice(op: ir.Operation, template: str, x: ir.Value, result: int) -> None:
             p.erase()
 
 
+def function_reduces(func: ir.Operation, variadic: bool) -> list[ir.Operation]:
+    """The stablehlo.reduce ops of `func`'s body, variadic ones (several
+    results) or the others, collected before a rewrite changes the body."""
+    return [
+        op.operation
+        for op in func.regions[0].blocks[0].operations
+        if op.operation.name == "stablehlo.reduce" and (len(op.operation.results) > 1) == variadic
+    ]
+
+
 def rewrite_function(func: ir.Operation) -> list[str]:
     """Rewrite every qualifying variadic reduce of `func` in place; one log
     line per variadic reduce (rewritten, or why not)."""
     log = []
-    block = func.regions[0].blocks[0]
-    reduces = [
-        op.operation
-        for op in block.operations
-        if op.operation.name == "stablehlo.reduce" and len(op.operation.results) > 1
-    ]
-    for op in reduces:
+    for op in function_reduces(func, variadic=True):
         loc = str(op.location)  # every op of the rewrite gets the reduce's
         where = location_text(op.location)
         why, kind = refusal(op)

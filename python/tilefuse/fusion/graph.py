@@ -122,7 +122,7 @@ def op_class(name: str) -> str:
     return "other"
 
 
-def _node_class(op: ir.Operation) -> str:
+def node_class(op: ir.Operation) -> str:
     """op_class, except that a bitcast_convert between types of one width
     (same shape) is elementwise; one that changes the width adds or drops a
     dim and stays "other"."""
@@ -257,7 +257,7 @@ def value_key(v: ir.Value) -> tuple:
 def build_graph(func: ir.Operation) -> FuncGraph:
     block = func.regions[0].blocks[0]
     ops = [op.operation for op in block.operations]
-    nodes = [Node(i, op, op.name, _node_class(op)) for i, op in enumerate(ops)]
+    nodes = [Node(i, op, op.name, node_class(op)) for i, op in enumerate(ops)]
     position = {op: i for i, op in enumerate(ops)}
     for node in nodes:
         for v in node.op.operands:

@@ -32,6 +32,7 @@ from .argminmax import (
     INT32_MAX,
     INT32_MIN,
     float_key_lines,
+    function_reduces,
     splat_value,
     splice,
     tensor_text,
@@ -106,13 +107,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     """Rewrite every qualifying float max/min reduce of `func` in place; one
     log line per reduce rewritten."""
     log = []
-    block = func.regions[0].blocks[0]
-    reduces = [
-        op.operation
-        for op in block.operations
-        if op.operation.name == "stablehlo.reduce" and len(op.operation.results) == 1
-    ]
-    for op in reduces:
+    for op in function_reduces(func, variadic=False):
         why, kind = refusal(op)
         if why:
             continue

@@ -178,17 +178,6 @@ INNER_RESHAPE = (
 )
 
 
-# The [P, M] view of fusion/scalars.py stays alone (a flow.tensor.reshape of
-# the buffer, no kernel): inside a group, IREE collapses an elementwise op
-# reading it back to [N] and leaves an expand_shape between that op and the
-# reduction (sum(exp(x)) then ran out of shared memory on IREE's codegen).
-SPLIT_VIEW = "tilefuse.split_view"
-SPLIT_VIEW_ALONE = (
-    "the [rows, length] view of a reduction to a scalar stays alone "
-    "(in a group, IREE would collapse the ops reading it and leave an expand_shape inside)"
-)
-
-
 def reads_through_pads() -> bool:
     """Some tilefuse strategy reads a root input through a tensor.pad."""
     from ..strategies import STRATEGIES
@@ -279,8 +268,8 @@ class FuncPlan:
             for i in outputs_of(self.graph, merged)
         ):
             return SCALAR_RESHAPE.format(kind=kind)
-        nodes = [self.graph.nodes[i] for i in merged]
         if kind in REDUCTION_KINDS:
+            nodes = [self.graph.nodes[i] for i in merged]
             read = {p for n in nodes for p in n.producers}
             if any(
                 n.name == "stablehlo.reshape"

@@ -37,8 +37,15 @@ import math
 from iree.compiler import ir
 
 from ..frontend import location_text
-from .argminmax import FLOAT_TYPES, INT_TYPES, splat_value, splice, tensor_text
-from .graph import EXPENSIVE, op_class, shape_of
+from .argminmax import (
+    FLOAT_TYPES,
+    INT_TYPES,
+    function_reduces,
+    splat_value,
+    splice,
+    tensor_text,
+)
+from .graph import EXPENSIVE, node_class, shape_of
 
 # Body op -> its identity, by element class. The row kernel combines all of
 # these (strategies/row_reduction.COMBINERS).
@@ -157,11 +164,11 @@ def steps(shape: list[int]) -> list[tuple[int, int]] | None:
     return views
 
 
-def _template(body: str, x_type: str, element: str, init: str, shape: list[int], loc: str) -> str:
+def _template(body: str, x_type: str, element: str, init: str, views, loc: str) -> str:
     lines = [f"%init = stablehlo.constant {init}"]
     scalar = tensor_text([], element)
     value, value_type = "%x", x_type
-    for i, (rows, length) in enumerate(steps(shape)):
+    for i, (rows, length) in enumerate(views):
         view = tensor_text([rows, length], element)
         out = tensor_text([rows], element)
         viewed = value
@@ -210,11 +217,9 @@ def _view(value: ir.Value, shape: list[int], before: ir.Operation) -> ir.Value:
 
 
 def _elementwise(op: ir.Operation) -> bool:
-    """Elementwise, counting a bitcast_convert between types of one width
-    (the float keys of minmax.py)."""
-    if op.name == "stablehlo.bitcast_convert":
-        return shape_of(op.operands[0].type) == shape_of(op.results[0].type)
-    return op_class(op.name) == "elementwise"
+    """As the planner classes it (a same-width bitcast_convert, the float
+    keys of minmax.py, counts)."""
+    return node_class(op) == "elementwise"
 
 
 def _producer(value: ir.Value) -> ir.Operation | None:
@@ -391,13 +396,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     """Rewrite every qualifying reduction to a scalar of `func` in place; one
     log line per reduction to a scalar (rewritten, or why not)."""
     log = []
-    block = func.regions[0].blocks[0]
-    reduces = [
-        op.operation
-        for op in block.operations
-        if op.operation.name == "stablehlo.reduce" and len(op.operation.results) == 1
-    ]
-    for op in reduces:
+    for op in function_reduces(func, variadic=False):
         why, body = refusal(op)
         if why == "not a reduction over every dim":
             continue
@@ -410,7 +409,8 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         shape = shape_of(x.type)
         n = math.prod(shape)
         init_text = str(init.owner.operation.attributes["value"])
-        template = _template(body, str(x.type), element, init_text, shape, str(op.location))
+        views = steps(shape)
+        template = _template(body, str(x.type), element, init_text, views, str(op.location))
         users = [(u.owner.operation, u.operand_number) for u in op.results[0].uses]
         readers = [u.owner.operation for u in x.uses]
         splice(op, template, x, result=0)
@@ -429,13 +429,13 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             last_view = _producer(users[0][0].operands[users[0][1]]) if users else None
             if last_view is not None and last_view.name == "stablehlo.reshape":
                 sink_view(last_view)
-        views = ", then ".join(f"[{r}, {m}]" for r, m in steps(shape))
+        rows = ", then ".join(f"[{r}, {m}]" for r, m in views)
         note = (
             f" (no divisor gives rows of {ROW_MIN} to {ROW_MAX}: one workgroup)"
-            if steps(shape)[0][0] == 1 and n > ROW_MAX
+            if views[0][0] == 1 and n > ROW_MAX
             else ""
         )
-        log.append(f"reduction to a scalar at {where}: {n} elements reduced as rows {views}{note}")
+        log.append(f"reduction to a scalar at {where}: {n} elements reduced as rows {rows}{note}")
     return log
 
 
