@@ -243,14 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", help="write every figure as JSON here")
     b.add_argument("--report", help="write a markdown report and a PNG chart into this directory")
     b.add_argument("--small", action="store_true", help="use samples/small/ variants where present")
-    b.add_argument("--repeats", type=int, default=5, help="timed calls per compiler (median)")
+    b.add_argument("--repeats", type=int, default=9, help="timed calls per compiler (median)")
     b.add_argument("--warmup", type=int, default=2, help="untimed calls per compiler first")
     b.add_argument(
         "--dispatch-repeat",
         type=int,
-        default=10,
-        help="run every dispatch N times per timed call and divide (amortizes lavapipe's "
-        "~4 ms wait granularity)",
+        default=200,
+        help="at most N runs of every dispatch per timed call, as many as move about "
+        "256 MiB (amortizes lavapipe's ~4 ms wait granularity)",
     )
     b.add_argument("--no-fusion", action="store_true", help="tilefuse without its fusion planner")
     b.add_argument("--device", help="runtime device (default: the target's driver)")

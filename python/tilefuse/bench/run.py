@@ -43,9 +43,9 @@ AGREEMENT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 class BenchOptions:
     target: str = "vulkan"
     small: bool = False
-    repeats: int = 5  # timed calls per compiler
+    repeats: int = 9  # timed calls per compiler
     warmup: int = 2
-    dispatch_repeat: int = 10  # each dispatch N times per timed call (see measure.py)
+    dispatch_repeat: int = 200  # at most N runs of each dispatch per timed call (see measure.py)
     fusion: bool = True  # False: tilefuse strategies on IREE's own dispatches
     device: str | None = None  # defaults to the target's runtime driver
     workdir: Path | None = None  # keep every intermediate file here
@@ -210,12 +210,16 @@ def check_numerics(result: ModelResult, refs, tol) -> None:
     result.numerics = "ok (agree)" if ok else f"FAIL: compilers differ by {result.max_difference:g}"
 
 
-# Repeat dispatches until a timed call moves about this much memory.
+# Repeat dispatches until a timed call moves about this much memory: a call of
+# a small model then lasts ~100 ms, against lavapipe's ~4 ms fence grid. With
+# at most 10 repeats, softmax_f32 (2 MB, ~1 ms per run) read 1.20 then 1.31,
+# and rmsnorm_f32 1.54 then 1.10, in two runs of the same build.
 TIMED_CALL_BYTES = 256 * 2**20
 
 
 def timing_repeat(floor_bytes: int, limit: int) -> int:
-    """Dispatch repeats per timed call: up to `limit`, fewer for big models."""
+    """Dispatch repeats per timed call: as many as move TIMED_CALL_BYTES, at
+    most `limit`, at least 1."""
     return max(1, min(limit, math.ceil(TIMED_CALL_BYTES / max(floor_bytes, 1))))
 
 
