@@ -1,5 +1,8 @@
 """The one-kernel row normalization (strategy "softmax") against numpy on
 Vulkan (lavapipe), its IR, and the planner's decision to outline (CUDA: test_cuda_ptx.py).
+lavapipe gives rows of up to 1024 to the register kernel (softmax_warp,
+tests/test_softmax_warp.py); these tests turn that off (CHUNKED), so that
+every row size runs the chunked kernel.
 
 Programs are softmax, RMSNorm and layernorm over the last dim of [rows, n],
 written as the samples are (StableHLO reduce + broadcast_in_dim); f16 cases
@@ -140,10 +143,14 @@ def reference(kind, args):
     return (x - mean) / np.sqrt(var + 1e-5) * args[1] + args[2]
 
 
+# lavapipe with the register kernel off: every softmax-like row takes this one.
+CHUNKED = dataclasses.replace(load_target("vulkan"), row_register_elements=0)
+
+
 def check_case(kind, rows, n, dtype="f32", target=None, params=""):
     """Numerics of one case on lavapipe; `target` may be a changed vulkan
     Target (to pack rows), `params` must occur in the strategy's parameters."""
-    result = tilefuse.compile_program(program(kind, rows, n, dtype), target or "vulkan")
+    result = tilefuse.compile_program(program(kind, rows, n, dtype), target or CHUNKED)
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
     assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [
         r.line() for r in module.reports
@@ -219,7 +226,7 @@ PACKED = [
 
 
 def packed_vulkan(threads=128):
-    return dataclasses.replace(load_target("vulkan"), packed_synced_row_threads=threads)
+    return dataclasses.replace(CHUNKED, packed_synced_row_threads=threads)
 
 
 @pytest.mark.parametrize(
@@ -243,7 +250,7 @@ def test_rows_of_one_element_are_left_to_iree():
     assert np.max(np.abs(module.main(*args) - reference("softmax", args))) == 0.0
 
 
-def kernel_of(kind, rows, n, tmp_path, target="vulkan"):
+def kernel_of(kind, rows, n, tmp_path, target=CHUNKED):
     dump = tmp_path / "dump"
     result = tilefuse.compile_program(program(kind, rows, n), target, dump_dir=dump)
     (report,) = result.reports
@@ -388,7 +395,7 @@ def test_split_plan_runs_right():
         f"  return %y : {tensor([64, 1000], 'f32')}",
         f"  return %y, %s : {tensor([64, 1000], 'f32')}, {tensor([64], 'f32')}",
     )
-    result = tilefuse.compile_program(text, "vulkan")
+    result = tilefuse.compile_program(text, CHUNKED)
     assert any("split into" in line for line in result.fusion.log), result.fusion.log
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
     assert [r.strategy for r in module.reports] == ["softmax", "row_reduction", "loop"], [
@@ -413,7 +420,7 @@ def test_rank_3_and_4_rows_are_one_kernel(kind, lead, n):
     softmax-kernel dispatch (before: left to IREE, which made linalg.softmax
     on its own codegen, or two dispatches for layernorm)."""
     rows = math.prod(lead)
-    result = tilefuse.compile_program(program(kind, rows, n, lead=lead), "vulkan")
+    result = tilefuse.compile_program(program(kind, rows, n, lead=lead), CHUNKED)
     assert any(f"viewed as [{rows}, {n}]" in line for line in result.fusion.log), result.fusion.log
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
     assert [(r.strategy, r.status) for r in module.reports] == [("softmax", "applied")], [

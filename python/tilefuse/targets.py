@@ -40,6 +40,10 @@ class Target:
     # (fusion/minmax.py): IREE's SPIR-V lowering of a lane's vector max/min
     # drops NaN, and scalars instead cost 2.8x on lavapipe.
     float_minmax_as_keys: bool = False
+    # Elements of a row each lane may keep in registers (N / subgroup size):
+    # up to this, a softmax-like row runs on one subgroup with the row in
+    # registers (strategies/softmax_warp.py); 0 turns that kernel off.
+    row_register_elements: int = 0
 
     @property
     def is_gpu(self) -> bool:
@@ -74,4 +78,5 @@ def load_target(name: str) -> Target:
         packed_synced_row_threads=data.get("packed_synced_row_threads"),
         subgroups_along_x=data.get("subgroups_along_x", False),
         float_minmax_as_keys=data.get("float_minmax_as_keys", False),
+        row_register_elements=data.get("row_register_elements", 0),
     )

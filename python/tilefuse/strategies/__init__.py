@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..dispatches import Dispatch
 from ..targets import Target
-from . import column_reduction, loop, row_reduction, softmax
+from . import column_reduction, loop, row_reduction, softmax, softmax_warp
 
 
 @dataclass
@@ -29,6 +29,7 @@ STRATEGIES = [
     ("loop", loop),
     ("row_reduction", row_reduction),
     ("column_reduction", column_reduction),
+    ("softmax_warp", softmax_warp),
     ("softmax", softmax),
 ]
 

@@ -180,7 +180,7 @@ ROOT_KINDS = {
 }
 
 
-def _check(d: Dispatch) -> str | None:
+def check(d: Dispatch) -> str | None:
     """Why the kernel does not apply to this dispatch, or None."""
     if d.problem:
         return d.problem
@@ -221,7 +221,7 @@ def _check(d: Dispatch) -> str | None:
 
 
 def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
-    why_not = _check(d)
+    why_not = check(d)
     if why_not:
         return None, why_not
     if d.iterator_types == ROOT_EPILOGUE:

@@ -1,0 +1,184 @@
+"""The register-resident row kernel (strategy "softmax_warp") against numpy
+on Vulkan (lavapipe), its IR, and when it applies.
+
+Same programs, inputs and error bounds as tests/test_softmax.py (softmax,
+RMSNorm, layernorm over [rows, n]; f32 outputs within 2e-6 + 2e-7 * sqrt(n)
+of a float64 reference, f16 ones within one f16 rounding more). On lavapipe
+(8-lane subgroups, row_register_elements = 128) the kernel takes rows whose
+length is a multiple of 8, up to 1024; every numerics case asserts it ran.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import tilefuse
+from conftest import cpu_hypothesis
+from hypothesis import given
+from hypothesis import strategies as st
+from test_ir import filecheck
+from test_softmax import _ops, inputs, program, reference
+from tilefuse.runtime import CompiledModule
+from tilefuse.targets import load_target
+
+
+def check_case(kind, rows, n, dtype="f32", target="vulkan", params=""):
+    result = tilefuse.compile_program(program(kind, rows, n, dtype), target)
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert [(r.strategy, r.status) for r in module.reports] == [("softmax_warp", "applied")], [
+        r.line() for r in module.reports
+    ]
+    assert params in module.reports[0].params, module.reports[0].line()
+    args = inputs(kind, rows, n, dtype)
+    ref = reference(kind, args)
+    out = module.main(*args)
+    assert out.shape == ref.shape and out.dtype == args[0].dtype
+    err = float(np.max(np.abs(out.astype(np.float64) - ref)))
+    bound = 2e-6 + 2e-7 * math.sqrt(n)
+    if dtype == "f16":
+        bound += 2.0**-11 * float(np.max(np.abs(ref)))
+    assert err <= bound, f"max error {err} > {bound} on {kind} {rows}x{n} {dtype}"
+    return result
+
+
+# Rows with a tail after the last full chunk (1000 = 31 x 32 + 8; 1016 = 31 x
+# 32 + 24, 3 per lane) and without (768, 1024), one chunk (32), rows shorter
+# than a chunk (8: one element per lane, 24: 3 x 8 with V = 1... halved to
+# fit), one row, odd row counts (no packing), f16.
+CASES = [
+    ("softmax", 256, 1000, "f32"),
+    ("softmax", 3, 1016, "f32"),
+    ("softmax", 1, 8, "f32"),
+    ("softmax", 7, 24, "f32"),
+    ("softmax", 64, 32, "f16"),
+    ("rmsnorm", 128, 1024, "f32"),
+    ("rmsnorm", 5, 40, "f32"),
+    ("rmsnorm", 64, 768, "f16"),
+    ("layernorm", 128, 768, "f32"),
+    ("layernorm", 100, 1000, "f32"),
+    ("layernorm", 6, 136, "f16"),
+]
+
+
+@pytest.mark.parametrize("kind,rows,n,dtype", CASES, ids=["-".join(map(str, c)) for c in CASES])
+def test_softmax_warp_vulkan(kind, rows, n, dtype):
+    check_case(kind, rows, n, dtype)
+
+
+@cpu_hypothesis(8)
+@given(
+    kind=st.sampled_from(["softmax", "rmsnorm", "layernorm"]),
+    rows=st.integers(1, 4096),
+    lanes=st.integers(1, 128),  # n = 8 * lanes: 8..1024
+    dtype=st.sampled_from(["f32", "f16"]),
+)
+def test_softmax_warp_hypothesis(kind, rows, lanes, dtype):
+    n = 8 * lanes
+    check_case(kind, max(1, min(rows, (1 << 20) // n)), n, dtype)
+
+
+def test_rows_share_workgroups_as_far_as_they_divide():
+    """[8, R, 1] workgroups, R the largest power of two up to 128 / 8 = 16
+    dividing the row count: 256 rows -> 16, 100 -> 4, 7 -> 1."""
+    for rows, per_wg in [(256, 16), (100, 4), (7, 1)]:
+        check_case("softmax", rows, 64, params=f"wg=[8, {per_wg}, 1]")
+
+
+@pytest.mark.parametrize(
+    "n,why",
+    [
+        (1004, "rows of 1004 do not split evenly over the 8 lanes"),
+        (1032, "129 elements per lane > the target's 128"),
+    ],
+)
+def test_other_rows_take_the_chunked_kernel(n, why, tmp_path):
+    """Rows that are not a multiple of the subgroup, or too long for the
+    register budget, run the chunked kernel; the register kernel's planner
+    says which limit refused them."""
+    from tilefuse.dispatches import read_dispatches
+    from tilefuse.strategies import softmax_warp
+
+    result = tilefuse.compile_program(program("softmax", 4, n), "vulkan", dump_dir=tmp_path)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("softmax", "applied"), report.line()
+    (dispatch,) = read_dispatches((tmp_path / "executable_sources.mlir").read_text())
+    params, reason = softmax_warp.plan(dispatch, load_target("vulkan"))
+    assert params is None and why in reason, reason
+
+
+def test_targets_without_a_register_budget_keep_the_chunked_kernel():
+    off = dataclasses.replace(load_target("vulkan"), row_register_elements=0)
+    result = tilefuse.compile_program(program("rmsnorm", 4, 64), off)
+    assert [r.strategy for r in result.reports] == ["softmax"]
+
+
+def kernel_of(kind, rows, n, tmp_path):
+    dump = tmp_path / "dump"
+    result = tilefuse.compile_program(program(kind, rows, n), "vulkan", dump_dir=dump)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("softmax_warp", "applied"), report.line()
+    (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
+    return kernel, report
+
+
+def test_ir_softmax_row_in_registers(tmp_path):
+    """softmax 256x1000 on lavapipe: 16 rows per [8, 16, 1] workgroup, each
+    row one 8-lane subgroup. The row is read once, as 31 coalesced 4-vectors
+    per lane and one element of the tail; the max, then exp(x - max) and its
+    sum, fold them in registers and end in xor-shuffle butterflies (two per
+    reduction: the chunks', then the tail's, whose result every lane holds);
+    the root divides the exp values it already has and writes each vector
+    once. No loop, no barrier, no workgroup memory."""
+    kernel, report = kernel_of("softmax", 256, 1000, tmp_path)
+    assert "31 chunks of 32 unrolled and a tail of 8 (1 per lane)" in report.reason
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: workgroup_size = [8, 16, 1] subgroup_size = 8
+CHECK-NOT: memref.alloc
+CHECK-NOT: gpu.barrier
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK: arith.maximumf {{.*}} : vector<4xf32>
+CHECK: gpu.shuffle xor
+CHECK: gpu.shuffle xor
+CHECK: gpu.shuffle xor
+CHECK: math.exp {{.*}} : vector<4xf32>
+CHECK: gpu.shuffle xor
+CHECK: arith.divf {{.*}} : vector<4xf32>
+CHECK: vector.transfer_write {{.*}} : vector<4xf32>, {{.*}}#hal.descriptor_type<storage_buffer>>
+CHECK-NOT: gpu.barrier
+CHECK: return
+""",
+        tmp_path,
+    )
+    ops, _module = _ops(kernel)
+    names = [op.name for op in ops]
+    for absent in ("memref.alloc", "gpu.barrier", "scf.for", "vector.create_mask"):
+        assert absent not in names, absent
+    # Two butterflies of 3 steps for each of the two reductions.
+    assert names.count("gpu.shuffle") == 12
+    reads = [op for op in ops if op.name == "vector.transfer_read"]
+    writes = [op for op in ops if op.name == "vector.transfer_write"]
+    # Each element once: 31 vectors of 4 and 1 element of the tail per lane.
+    assert sorted(str(op.results[0].type) for op in reads) == sorted(
+        ["vector<4xf32>"] * 31 + ["vector<1xf32>"]
+    )
+    assert sorted(str(op.operands[0].type) for op in writes) == sorted(
+        ["vector<4xf32>"] * 31 + ["vector<1xf32>"]
+    )
+    # exp once per element: 31 4-vectors and the tail's element.
+    assert names.count("math.exp") == 32
+
+
+def test_ir_layernorm_without_tail(tmp_path):
+    """layernorm 128x768: 24 chunks of 32 and no tail, so one butterfly per
+    reduction (mean, then variance)."""
+    kernel, report = kernel_of("layernorm", 128, 768, tmp_path)
+    assert "24 chunks of 32 unrolled" in report.reason and "tail" not in report.reason
+    ops, _module = _ops(kernel)
+    names = [op.name for op in ops]
+    assert names.count("gpu.shuffle") == 6
+    for absent in ("memref.alloc", "gpu.barrier", "scf.for"):
+        assert absent not in names, absent
