@@ -182,3 +182,58 @@ def test_ir_layernorm_without_tail(tmp_path):
     assert names.count("gpu.shuffle") == 6
     for absent in ("memref.alloc", "gpu.barrier", "scf.for"):
         assert absent not in names, absent
+
+
+def test_tail_accesses_get_their_own_binding_alias(tmp_path):
+    """SPIR-V reads a binding as 4-vectors only if no access to it is
+    narrower (aliases.py). The tail's one element per lane moves onto a copy
+    of the binding's subspan (alignment 32 instead of 64), for the input and
+    the output, and the spliced kernel is compiled again (phase 3): before
+    IREE's SPIR-V conversion the row's main binding is an array of
+    vector<4xf32>, the alias one of f32."""
+    result = tilefuse.compile_program(
+        program("softmax", 256, 1000),
+        "vulkan",
+        dump_dir=tmp_path,
+        phase2_flags=("--mlir-print-ir-before=iree-convert-to-spirv",),
+    )
+    assert [r.strategy for r in result.reports] == ["softmax_warp"]
+    spliced = (tmp_path / "executable_sources_spliced.mlir").read_text()
+    filecheck(
+        spliced,
+        """
+CHECK: hal.executable.export public @main_dispatch_0
+CHECK: %[[X:.+]] = arith.constant 16 : index
+CHECK: hal.return %[[X]]
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: translation_info = #translation
+CHECK-DAG: %[[IN:.+]] = hal.interface.binding.subspan {{.*}} binding(0) alignment(64)
+CHECK-DAG: %[[IN_ALIAS:.+]] = hal.interface.binding.subspan {{.*}} binding(0) alignment(32)
+CHECK-DAG: %[[OUT:.+]] = hal.interface.binding.subspan {{.*}} binding(1) alignment(64)
+CHECK-DAG: %[[OUT_ALIAS:.+]] = hal.interface.binding.subspan {{.*}} binding(1) alignment(32)
+CHECK: vector.transfer_read %[[IN]]{{.*}} vector<4xf32>
+CHECK: vector.transfer_read %[[IN_ALIAS]]{{.*}} vector<1xf32>
+""",
+        tmp_path,
+    )
+    assert (
+        "#translation = #iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline workgroup_size = [8, 16, 1]"
+        in spliced
+    )
+    before_spirv = (tmp_path / "phase3.log").read_text()
+    assert "memref<?xvector<4xf32>, #spirv.storage_class<StorageBuffer>>" in before_spirv
+    # Numerics of the spliced build (the test above ran phase 3 too).
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    args = inputs("softmax", 256, 1000, "f32")
+    assert float(np.max(np.abs(module.main(*args) - reference("softmax", args)))) < 1e-6
+
+
+def test_rows_without_tail_need_no_alias(tmp_path):
+    tilefuse.compile_program(program("rmsnorm", 16, 1024), "vulkan", dump_dir=tmp_path)
+    assert not (tmp_path / "executable_sources_spliced.mlir").exists()
+
+
+def test_cuda_keeps_one_binding(tmp_path):
+    """Only IREE's SPIR-V lowering needs the alias; CUDA compiles in two phases."""
+    tilefuse.compile_program(program("layernorm", 16, 1056), "cuda", dump_dir=tmp_path)
+    assert not (tmp_path / "executable_sources_spliced.mlir").exists()

@@ -2,6 +2,7 @@
 
     load -> phase 1 (executable sources) -> read dispatches -> choose
     strategies -> write the transform library -> phase 2 (vmfb) -> verify
+    [-> SPIR-V only: splice kernels with narrow accesses aliased -> phase 3]
 
 Every stage is one small function; `compile_program` reads like the diagram
 in DESIGN.md.
@@ -15,15 +16,16 @@ from iree.compiler import ir
 
 from . import fusion as fusion_pkg
 from . import ptx
+from .aliases import rewrite_kernel, splice
 from .collapse import collapse_column_reductions
 from .dispatches import Dispatch, read_dispatches
 from .errors import TilefuseError
 from .frontend import Program, load_program
 from .library import build_library
-from .strategies import Choice, choose
+from .strategies import STRATEGIES, Choice, choose
 from .targets import Target, load_target
 from .toolchain import iree_compile
-from .verify import DispatchReport, verify
+from .verify import DispatchReport, printed_kernels, verify
 
 DEVICE_GLOBAL = "__tilefuse_device"
 
@@ -114,10 +116,35 @@ def choose_strategies(dispatches: list[Dispatch], target: Target) -> list[Choice
     return choices
 
 
-def write_library(choices: list[Choice], workdir: Path) -> Path:
-    path = workdir / "dispatch_table.mlir"
+def write_library(choices: list[Choice], workdir: Path, name: str = "dispatch_table") -> Path:
+    path = workdir / f"{name}.mlir"
     path.write_text(build_library(choices))
     return path
+
+
+def alias_stage(
+    choices: list[Choice], log: str, sources: Path, target: Target, workdir: Path
+) -> tuple[Path, set[str]] | None:
+    """SPIR-V: the executable sources with every finished kernel that has
+    narrow accesses (aliases.py) spliced in, aliased, and the names of those
+    dispatches; None when there is none. Only strategies that declare
+    ALIAS_NARROW_ACCESSES are spliced (their printout compiles as is)."""
+    if target.backend != "spirv":
+        return None
+    kernels = printed_kernels(log)
+    spliced = {}
+    for c in choices:
+        module = dict(STRATEGIES).get(c.strategy)
+        if not getattr(module, "ALIAS_NARROW_ACCESSES", False):
+            continue
+        text, moved = rewrite_kernel(kernels[c.dispatch.name])
+        if moved:
+            spliced[c.dispatch.name] = (text, c.params["grid"])
+    if not spliced:
+        return None
+    path = workdir / "executable_sources_spliced.mlir"
+    path.write_text(splice(sources.read_text(), spliced))
+    return path, set(spliced)
 
 
 def phase2_executable(
@@ -198,6 +225,21 @@ def compile_program(
         )
         (workdir / "phase2.log").write_text(log)
         reports = verify(choices, log)
+        aliased = alias_stage(choices, log, sources, target, workdir)
+        if aliased is not None:
+            spliced_sources, names = aliased
+            rest = [c for c in choices if c.dispatch.name not in names]
+            library3 = write_library(rest, workdir, "dispatch_table_phase3")
+            vmfb, log3, ptx_files = phase2_executable(
+                spliced_sources,
+                library3,
+                target,
+                workdir,
+                any(c.strategy for c in rest),
+                phase2_flags,
+            )
+            (workdir / "phase3.log").write_text(log3)
+            verify(rest, log3)
         if target.backend == "cuda":
             if not ptx_files:
                 raise TilefuseError("phase 2 wrote no PTX to check")

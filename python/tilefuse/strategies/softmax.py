@@ -28,6 +28,11 @@ then copies it, by every thread (a race); unpeeled, every chunk is masked, and
 the kernel took 150 ms against IREE's 50 ms. Recomputed and peeled, 52-60 ms
 (IREE's default: one thread per row, 29-40 ms in the same runs).
 
+Rows that fit in registers and split evenly over one subgroup take the
+register kernel instead (softmax_warp.py, tried first): it has no loop, no
+barrier and no workgroup memory. This kernel takes the others (long rows,
+rows that are not a multiple of the subgroup, reduction and epilogue roots).
+
 The fusion planner outlines a softmax-like group only if `group_refusal`
 accepts it here, from the StableHLO group alone: otherwise its ops go to
 IREE's own dispatch formation (inside one region, IREE 3.13's default codegen

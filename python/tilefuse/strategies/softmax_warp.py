@@ -30,6 +30,11 @@ from ..targets import Target
 from . import attrs, softmax
 from .sizes import packed_rows
 
+# On SPIR-V the tail's one element per lane would make IREE read the whole
+# binding as scalars; the driver moves such accesses onto an alias of the
+# binding and recompiles the finished kernel (aliases.py, driver.alias_stage).
+ALIAS_NARROW_ACCESSES = True
+
 
 def _vector(bits: int, input_bits: list[int], n: int, threads: int, target: Target) -> int:
     vector = max(1, target.vector_bits // bits)
