@@ -21,8 +21,8 @@ SAMPLE_STRATEGIES = [
     ("bias_scale_chain", "loop"),
     ("pad_relu_f32", "loop"),
     ("softmax_f32", "softmax"),  # rows of 1000: not a multiple of a 32-lane warp
-    ("rmsnorm_f32", "softmax_warp"),  # rows of 1024 and 768: 32 and 24 per lane
-    ("layernorm_f32", "softmax_warp"),
+    ("rmsnorm_f32", "row_warp"),  # rows of 1024 and 768: 32 and 24 per lane
+    ("layernorm_f32", "row_warp"),
     ("column_sum_f16", "column_reduction"),
     ("column_sum_small", "column_reduction"),
     ("row_sum_f32", "row_reduction"),

@@ -25,12 +25,16 @@ from iree.compiler import ir
 from test_ir import filecheck
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
-# lavapipe with float max/min left as float reductions: these tests exercise
-# the row kernel itself (with its scalar reads for max/min, see
-# test_nan_propagates_through_min_max); on the default target
-# fusion/minmax.py moves float row max/min onto integer keys and the softmax
-# kernel (tests/test_minmax_keys.py).
-ROW_KERNEL_VULKAN = dataclasses.replace(tilefuse.load_target("vulkan"), float_minmax_as_keys=False)
+# lavapipe with float max/min left as float reductions and without the
+# one-subgroup row kernel: these tests exercise the row kernel itself (with
+# its scalar reads for max/min, see test_nan_propagates_through_min_max); on
+# the default target fusion/minmax.py moves float row max/min onto integer
+# keys and the softmax kernel (tests/test_minmax_keys.py), and rows of up to
+# 64 chunks that split evenly over a subgroup take row_warp
+# (tests/test_row_warp.py).
+ROW_KERNEL_VULKAN = dataclasses.replace(
+    tilefuse.load_target("vulkan"), float_minmax_as_keys=False, row_register_elements=0
+)
 
 
 def row_reduce(shape, dtype, op, reduced=1):
@@ -47,10 +51,12 @@ def inputs(shape, dtype, op, seed=0):
     return x.astype(NUMPY[dtype])
 
 
-def check_case(shape, dtype, op, reduced=1, params=""):
+def check_case(
+    shape, dtype, op, reduced=1, params="", target=ROW_KERNEL_VULKAN, strategy="row_reduction"
+):
     """Numerics of one case; `params` must occur in the strategy's parameters."""
-    module = tilefuse.compile(row_reduce(shape, dtype, op, reduced), target=ROW_KERNEL_VULKAN)
-    assert [(r.strategy, r.status) for r in module.reports] == [("row_reduction", "applied")], [
+    module = tilefuse.compile(row_reduce(shape, dtype, op, reduced), target=target)
+    assert [(r.strategy, r.status) for r in module.reports] == [(strategy, "applied")], [
         r.line() for r in module.reports
     ]
     assert params in module.reports[0].params, module.reports[0].line()
@@ -130,7 +136,9 @@ def test_row_reduction_hypothesis(rows, n, dtype, op):
 def kernel_of(shape, tmp_path):
     """The finished kernel (printed by the strategy) and the dispatch's report."""
     dump = tmp_path / "dump"
-    result = tilefuse.compile_program(row_reduce(shape, "f32", "add"), "vulkan", dump_dir=dump)
+    result = tilefuse.compile_program(
+        row_reduce(shape, "f32", "add"), ROW_KERNEL_VULKAN, dump_dir=dump
+    )
     (report,) = result.reports
     assert (report.strategy, report.status) == ("row_reduction", "applied"), report.line()
     (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
@@ -285,7 +293,7 @@ def test_root_with_two_inputs(body, ref):
             "}",
         ]
     )
-    module = tilefuse.compile(text, target="vulkan")
+    module = tilefuse.compile(text, target=ROW_KERNEL_VULKAN)
     assert [(r.strategy, r.status) for r in module.reports] == [("row_reduction", "applied")]
     rng = np.random.default_rng(0)
     x, y = (rng.standard_normal((64, 1000)).astype(np.float32) for _ in range(2))

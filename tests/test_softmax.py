@@ -1,7 +1,7 @@
 """The one-kernel row normalization (strategy "softmax") against numpy on
 Vulkan (lavapipe), its IR, and the planner's decision to outline (CUDA: test_cuda_ptx.py).
-lavapipe gives rows of up to 1024 to the register kernel (softmax_warp,
-tests/test_softmax_warp.py); these tests turn that off (CHUNKED), so that
+lavapipe gives rows of up to 1024 to the register kernel (row_warp,
+tests/test_row_warp.py); these tests turn that off (CHUNKED), so that
 every row size runs the chunked kernel.
 
 Programs are softmax, RMSNorm and layernorm over the last dim of [rows, n],

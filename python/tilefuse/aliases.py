@@ -3,7 +3,7 @@
 IREE's SPIR-V lowering turns a binding into an array of 128-bit vectors only
 when every access to it is a multiple of the narrowest one and that is at
 least two elements (its SPIRVVectorizeLoadStore pass, one decision per
-hal.interface.binding.subspan). A softmax_warp row of 1000 reads 31 4-vectors
+hal.interface.binding.subspan). A row_warp row of 1000 reads 31 4-vectors
 and, in its tail, one element per lane; that one scalar read made every read
 of the binding scalar, and lavapipe runs each load instruction as a loop
 over the lanes (softmax 256x1000 f32: 1.08x IREE's time, 0.77x with the

@@ -42,7 +42,8 @@ class Target:
     float_minmax_as_keys: bool = False
     # Elements of a row each lane may keep in registers (N / subgroup size):
     # up to this, a softmax-like row runs on one subgroup with the row in
-    # registers (strategies/softmax_warp.py); 0 turns that kernel off.
+    # registers (strategies/row_warp.py); 0 turns that kernel off, for row
+    # reductions too.
     row_register_elements: int = 0
 
     @property

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..dispatches import Dispatch
 from ..targets import Target
-from . import column_reduction, loop, row_reduction, softmax, softmax_warp
+from . import column_reduction, loop, row_reduction, row_warp, softmax
 
 
 @dataclass
@@ -27,9 +27,9 @@ class Choice:
 # Tried in order; the first that applies wins.
 STRATEGIES = [
     ("loop", loop),
+    ("row_warp", row_warp),
     ("row_reduction", row_reduction),
     ("column_reduction", column_reduction),
-    ("softmax_warp", softmax_warp),
     ("softmax", softmax),
 ]
 

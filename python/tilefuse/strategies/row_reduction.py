@@ -61,7 +61,7 @@ NAN_PROPAGATING_MINMAX = ("arith.maximumf", "arith.minimumf")
 MAX_ACCUMULATOR_BITS = 32
 
 
-def _check(d: Dispatch) -> str | None:
+def check(d: Dispatch) -> str | None:
     """Why the row kernel does not apply, or None."""
     why_not = d.generic_root_problem()
     if why_not:
@@ -117,7 +117,7 @@ def _vector(d: Dispatch, target: Target, n: int) -> int:
 
 
 def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
-    why_not = _check(d)
+    why_not = check(d)
     if why_not:
         return None, why_not
     *rows, n = d.loop_ranges

@@ -29,7 +29,7 @@ the kernel took 150 ms against IREE's 50 ms. Recomputed and peeled, 52-60 ms
 (IREE's default: one thread per row, 29-40 ms in the same runs).
 
 Rows that fit in registers and split evenly over one subgroup take the
-register kernel instead (softmax_warp.py, tried first): it has no loop, no
+register kernel instead (row_warp.py, tried first): it has no loop, no
 barrier and no workgroup memory. This kernel takes the others (long rows,
 rows that are not a multiple of the subgroup, reduction and epilogue roots).
 

@@ -1,34 +1,40 @@
-// The "softmax_warp" kernel: a row normalization (softmax, layernorm,
-// RMSNorm) as one kernel in which ONE SUBGROUP owns a row and keeps it in
-// registers. XLA's softmax emitter does the same for rows that fit.
+// The "row_warp" kernel: ONE SUBGROUP owns a row of a row reduction or of a
+// row normalization (softmax, layernorm, RMSNorm), with no loop-carried
+// state in memory. XLA's reduction and softmax emitters do the same for
+// rows that fit.
 //
-// Applies to the dispatches the "softmax" kernel takes (rank-2 row
-// reductions and elementwise ops over [rows, N], an elementwise root), when
-// T = subgroup size divides N and the row is short enough to unroll
-// (python/tilefuse/strategies/softmax_warp.py). The whole row is written at
-// the workgroup level as vector ops on chunks of T*V elements, fully
-// unrolled, and then distributed over the subgroup's T lanes by IREE's warp
-// distribution: lane t takes the V elements at t*V of every chunk (a
-// subgroup reads one contiguous run per chunk: coalesced 128-bit loads).
-//   - Every read of the row is the same vector op on the same tensor slice,
-//     so CSE merges them: the row is read from memory once and stays in
-//     registers for every reduction and for the root.
+// Applies to rank-2 dispatches over [rows, N] whose N the subgroup's T lanes
+// divide (python/tilefuse/strategies/row_warp.py): a lone row reduction
+// with elementwise producers, or row reductions and elementwise ops with an
+// elementwise root (the "softmax" kernel's dispatches). The row is written at
+// the workgroup level as vector ops on chunks of T*V elements and then
+// distributed over the subgroup's T lanes by IREE's warp distribution: lane t
+// takes the V elements at t*V of every chunk (a subgroup reads one contiguous
+// run per chunk: coalesced 128-bit loads).
 //   - A reduction folds its chunks elementwise into a T*V accumulator (each
-//     lane its own V), then reduces it across the lanes with shuffles. The
-//     butterfly leaves the result in every lane: no workgroup memory, no
-//     barrier, no broadcast.
-//   - The root's chunks are computed in registers and stored once.
-// So the kernel has no loop, no barrier and no workgroup memory. On lavapipe
-// that matters: a loop runs under an execution mask kept in memory, every
-// barrier switches coroutines, and a load after a store waits for it (the
-// old kernel interleaved them in its root loop). softmax 256x1000 f32
-// against IREE's default in one run: 1.20x with the "softmax" kernel, 0.77x
-// with this layout written by hand.
+//     lane its own V, in registers), then reduces it across the lanes with
+//     shuffles. The butterfly leaves the result in every lane: no workgroup
+//     memory, no barrier, no broadcast.
+//   - With an elementwise root the chunk loops are unrolled completely, so
+//     every read of the row is the same vector op on the same tensor slice
+//     and CSE merges them: the row is read from memory once and stays in
+//     registers for every reduction and for the root, which computes its
+//     chunks there and stores each once. (A lone reduction reads each
+//     element once anyway; its chunk loop stays a loop, so any row length
+//     fits.)
+// So the kernel has no barrier and no workgroup memory, and a normalization
+// no loop either. On lavapipe that matters: a loop runs under an execution
+// mask kept in memory, every barrier switches coroutines, and a load after a
+// store waits for it (the chunked softmax kernel interleaved them in its
+// root loop). softmax 256x1000 f32 against IREE's default in one run: 1.20x
+// with the chunked "softmax" kernel, 0.73x with this one.
 //
 // Rows that T*V does not divide: the row is split at F = C*T*V; the last
 // r = N - F elements (r is a multiple of T since T divides N) are the tail,
 // one vector of r/T elements per lane, reduced and combined after the
-// chunks (a second butterfly) and stored by its own lane. No masks.
+// chunks (a second butterfly) and stored by its own lane. No masks. (On
+// SPIR-V the driver then moves those narrow accesses onto an alias of their
+// binding, python/tilefuse/aliases.py.)
 //
 // R rows per workgroup [T, R, 1]: each row is a forall iteration on thread
 // y, and the guard `thread_id.x < 1` that mapping puts around it becomes the
@@ -38,20 +44,23 @@
 // The values below are defaults for rows of 1000 f32 on lavapipe (T = 8,
 // V = 4: 31 chunks of 32 and a tail of 8). The tilefuse driver clones this
 // sequence per dispatch and sets every attribute that carries a
-// `tilefuse.param` tag from python/tilefuse/strategies/softmax_warp.py:
+// `tilefuse.param` tag from python/tilefuse/strategies/row_warp.py:
 //   row_tile          [R]: rows per workgroup
 //   full_length       F: where the tail starts (ragged rows only)
 //   reduction_chunk   [0, T*V]: a reduction's chunk (its accumulator's width)
-//   root_chunk        [0, T*V]: the root's chunk
+//   root_chunk        [0, T*V]: the elementwise root's chunk
 //   unroll            C: the chunks of a row, all unrolled
 //   warp_size         T
 //   workgroup_dims    workgroup size [T, R, 1] and the target's subgroup size
 //   translation_info  the final pipeline annotation
 // Ops marked `tilefuse.ragged_tail` split off the tail; the driver deletes
 // them (and rewires their users) when T*V divides the row. Ops marked
-// `tilefuse.several_chunks` unroll; the driver deletes them when C = 1.
+// `tilefuse.unrolled` unroll the chunk loops; the driver deletes them for a
+// lone reduction and when a row is one chunk. Ops marked
+// `tilefuse.elementwise_root` tile the root; the driver deletes them when
+// the root is the reduction.
 module attributes {transform.with_named_sequence} {
-  transform.named_sequence @tilefuse_softmax_warp(%dispatch: !transform.any_op {transform.readonly}) {
+  transform.named_sequence @tilefuse_row_warp(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root (the op whose result the dispatch stores). On
     // SPIR-V IREE hands the strategy the dispatch's module, on CUDA the
     // function, where results leave through iree_codegen.store_to_buffer.
@@ -130,28 +139,33 @@ module attributes {transform.with_named_sequence} {
 
     // Step 5. Chunks. Each reduction's [0, F) part becomes a loop over its
     // C chunks folding T*V elements at a time into a T*V accumulator, then
-    // the accumulator's combine. The root becomes a loop over chunks too;
-    // its last, shorter chunk is peeled off (ragged rows).
+    // the accumulator's combine. An elementwise root becomes a loop over
+    // chunks too; its last, shorter chunk is peeled off (ragged rows).
     %fills, %partials, %combines, %reduction_loops = transform.structured.tile_reduction_using_for %main_reductions
         by tile_sizes = [0, 32] {tilefuse.param = "reduction_chunk"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
     %root_chunks, %root_loop = transform.structured.tile_using_for %root_ops
-        tile_sizes [0, 32] {tilefuse.param = "root_chunk"}
+        tile_sizes [0, 32] {tilefuse.param = "root_chunk", tilefuse.elementwise_root}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %root_for = transform.cast %root_loop {tilefuse.ragged_tail}
+    %root_for = transform.cast %root_loop {tilefuse.ragged_tail, tilefuse.elementwise_root}
       : !transform.any_op to !transform.op<"scf.for">
-    %root_main, %root_tail = transform.loop.peel %root_for {tilefuse.ragged_tail}
+    %root_main, %root_tail = transform.loop.peel %root_for {tilefuse.ragged_tail, tilefuse.elementwise_root}
       : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
 
-    // Step 6. Unroll every chunk loop completely: straight-line code, which
-    // CSE then shares between the phases (the row's loads, and the
-    // producers' values both a reduction and the root compute).
-    %chunk_loops = transform.merge_handles %reduction_loops, %root_main : !transform.any_op
-    transform.foreach %chunk_loops : !transform.any_op {
+    // Step 6 (elementwise root). Unroll every chunk loop completely:
+    // straight-line code, which CSE then shares between the phases (the
+    // row's loads, and the producers' values both a reduction and the root
+    // compute).
+    transform.foreach %reduction_loops : !transform.any_op {
     ^bb0(%loop: !transform.any_op):
-      transform.loop.unroll %loop factor = 31 {tilefuse.param = "unroll", tilefuse.several_chunks}
+      transform.loop.unroll %loop factor = 31 {tilefuse.param = "unroll", tilefuse.unrolled}
         : !transform.any_op
-    } {tilefuse.several_chunks}
+    } {tilefuse.unrolled}
+    transform.foreach %root_main : !transform.any_op {
+    ^bb0(%loop: !transform.any_op):
+      transform.loop.unroll %loop factor = 31 {tilefuse.param = "unroll", tilefuse.unrolled}
+        : !transform.any_op
+    } {tilefuse.unrolled, tilefuse.elementwise_root}
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
       transform.apply_patterns.scf.for_loop_canonicalization
@@ -173,6 +187,19 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     transform.apply_cse to %vectorized : !transform.any_op
+    // A chunk loop left as a loop (a lone reduction's) reads and writes its
+    // accumulator tensor at the same offsets every iteration: make that a
+    // loop-carried vector, so that bufferization gives it no buffer (one
+    // buffer for the workgroup's rows would be shared by all of them).
+    %chunk_loops = transform.structured.match ops{["scf.for"]} in %vectorized
+      : (!transform.any_op) -> !transform.any_op
+    transform.foreach %chunk_loops : !transform.any_op {
+    ^bb0(%loop: !transform.any_op):
+      transform.loop.hoist_loop_invariant_subsets %loop : !transform.any_op
+    }
+    transform.apply_patterns to %vectorized {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
 
     // Step 8. Bufferize: the row is read in place from its binding and the
     // root written to its binding; nothing else needs memory. Canonicalize,

@@ -1,11 +1,14 @@
-"""The register-resident row kernel (strategy "softmax_warp") against numpy
-on Vulkan (lavapipe), its IR, and when it applies.
+"""The one-subgroup-per-row kernel (strategy "row_warp") against numpy on
+Vulkan (lavapipe), its IR, and when it applies.
 
-Same programs, inputs and error bounds as tests/test_softmax.py (softmax,
-RMSNorm, layernorm over [rows, n]; f32 outputs within 2e-6 + 2e-7 * sqrt(n)
-of a float64 reference, f16 ones within one f16 rounding more). On lavapipe
-(8-lane subgroups, row_register_elements = 128) the kernel takes rows whose
-length is a multiple of 8, up to 1024; every numerics case asserts it ran.
+Normalizations: the programs, inputs and error bounds of tests/test_softmax.py
+(softmax, RMSNorm, layernorm over [rows, n]; f32 outputs within
+2e-6 + 2e-7 * sqrt(n) of a float64 reference, f16 ones within one f16
+rounding more); on lavapipe (8-lane subgroups, row_register_elements = 128)
+rows whose length is a multiple of 8, up to 1024. Lone row reductions: the
+programs, inputs and bound of tests/test_row_reduction.py (relative error
+1e-6 + 2e-7 * sqrt(n)); rows that are a multiple of 8 with at most 64
+chunks of 32 (2048 f32). Every numerics case asserts the kernel ran.
 """
 
 import dataclasses
@@ -26,7 +29,7 @@ from tilefuse.targets import load_target
 def check_case(kind, rows, n, dtype="f32", target="vulkan", params=""):
     result = tilefuse.compile_program(program(kind, rows, n, dtype), target)
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
-    assert [(r.strategy, r.status) for r in module.reports] == [("softmax_warp", "applied")], [
+    assert [(r.strategy, r.status) for r in module.reports] == [("row_warp", "applied")], [
         r.line() for r in module.reports
     ]
     assert params in module.reports[0].params, module.reports[0].line()
@@ -62,7 +65,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("kind,rows,n,dtype", CASES, ids=["-".join(map(str, c)) for c in CASES])
-def test_softmax_warp_vulkan(kind, rows, n, dtype):
+def test_row_warp_vulkan(kind, rows, n, dtype):
     check_case(kind, rows, n, dtype)
 
 
@@ -73,15 +76,16 @@ def test_softmax_warp_vulkan(kind, rows, n, dtype):
     lanes=st.integers(1, 128),  # n = 8 * lanes: 8..1024
     dtype=st.sampled_from(["f32", "f16"]),
 )
-def test_softmax_warp_hypothesis(kind, rows, lanes, dtype):
+def test_row_warp_hypothesis(kind, rows, lanes, dtype):
     n = 8 * lanes
     check_case(kind, max(1, min(rows, (1 << 20) // n)), n, dtype)
 
 
 def test_rows_share_workgroups_as_far_as_they_divide():
-    """[8, R, 1] workgroups, R the largest power of two up to 128 / 8 = 16
-    dividing the row count: 256 rows -> 16, 100 -> 4, 7 -> 1."""
-    for rows, per_wg in [(256, 16), (100, 4), (7, 1)]:
+    """[8, R, 1] workgroups, R the largest power of two up to lavapipe's
+    packed_row_threads / 8 = 128 dividing the row count: 256 rows -> 128,
+    100 -> 4, 7 -> 1."""
+    for rows, per_wg in [(256, 128), (100, 4), (7, 1)]:
         check_case("softmax", rows, 64, params=f"wg=[8, {per_wg}, 1]")
 
 
@@ -97,13 +101,13 @@ def test_other_rows_take_the_chunked_kernel(n, why, tmp_path):
     register budget, run the chunked kernel; the register kernel's planner
     says which limit refused them."""
     from tilefuse.dispatches import read_dispatches
-    from tilefuse.strategies import softmax_warp
+    from tilefuse.strategies import row_warp
 
     result = tilefuse.compile_program(program("softmax", 4, n), "vulkan", dump_dir=tmp_path)
     (report,) = result.reports
     assert (report.strategy, report.status) == ("softmax", "applied"), report.line()
     (dispatch,) = read_dispatches((tmp_path / "executable_sources.mlir").read_text())
-    params, reason = softmax_warp.plan(dispatch, load_target("vulkan"))
+    params, reason = row_warp.plan(dispatch, load_target("vulkan"))
     assert params is None and why in reason, reason
 
 
@@ -117,13 +121,13 @@ def kernel_of(kind, rows, n, tmp_path):
     dump = tmp_path / "dump"
     result = tilefuse.compile_program(program(kind, rows, n), "vulkan", dump_dir=dump)
     (report,) = result.reports
-    assert (report.strategy, report.status) == ("softmax_warp", "applied"), report.line()
+    assert (report.strategy, report.status) == ("row_warp", "applied"), report.line()
     (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
     return kernel, report
 
 
 def test_ir_softmax_row_in_registers(tmp_path):
-    """softmax 256x1000 on lavapipe: 16 rows per [8, 16, 1] workgroup, each
+    """softmax 256x1000 on lavapipe: 128 rows per [8, 128, 1] workgroup, each
     row one 8-lane subgroup. The row is read once, as 31 coalesced 4-vectors
     per lane and one element of the tail; the max, then exp(x - max) and its
     sum, fold them in registers and end in xor-shuffle butterflies (two per
@@ -136,7 +140,7 @@ def test_ir_softmax_row_in_registers(tmp_path):
         kernel,
         """
 CHECK: func.func @main_dispatch_0
-CHECK-SAME: workgroup_size = [8, 16, 1] subgroup_size = 8
+CHECK-SAME: workgroup_size = [8, 128, 1] subgroup_size = 8
 CHECK-NOT: memref.alloc
 CHECK-NOT: gpu.barrier
 CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
@@ -197,13 +201,13 @@ def test_tail_accesses_get_their_own_binding_alias(tmp_path):
         dump_dir=tmp_path,
         phase2_flags=("--mlir-print-ir-before=iree-convert-to-spirv",),
     )
-    assert [r.strategy for r in result.reports] == ["softmax_warp"]
+    assert [r.strategy for r in result.reports] == ["row_warp"]
     spliced = (tmp_path / "executable_sources_spliced.mlir").read_text()
     filecheck(
         spliced,
         """
 CHECK: hal.executable.export public @main_dispatch_0
-CHECK: %[[X:.+]] = arith.constant 16 : index
+CHECK: %[[X:.+]] = arith.constant 2 : index
 CHECK: hal.return %[[X]]
 CHECK: func.func @main_dispatch_0
 CHECK-SAME: translation_info = #translation
@@ -217,7 +221,7 @@ CHECK: vector.transfer_read %[[IN_ALIAS]]{{.*}} vector<1xf32>
         tmp_path,
     )
     assert (
-        "#translation = #iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline workgroup_size = [8, 16, 1]"
+        "#translation = #iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline workgroup_size = [8, 128, 1]"
         in spliced
     )
     before_spirv = (tmp_path / "phase3.log").read_text()
@@ -237,3 +241,96 @@ def test_cuda_keeps_one_binding(tmp_path):
     """Only IREE's SPIR-V lowering needs the alias; CUDA compiles in two phases."""
     tilefuse.compile_program(program("layernorm", 16, 1056), "cuda", dump_dir=tmp_path)
     assert not (tmp_path / "executable_sources_spliced.mlir").exists()
+
+
+# Lone row reductions.
+
+from test_row_reduction import check_case as check_reduction
+
+REDUCTIONS = [
+    ((4096, 1000), "f32", "add"),
+    ((63, 1000), "f32", "add"),  # odd rows: one per workgroup
+    ((3, 2048), "f32", "add"),  # 64 chunks
+    ((128, 8), "f32", "mul"),  # one element per lane
+    ((5, 40), "bf16", "add"),  # one chunk of 8 x 4 and a tail of 8
+    ((64, 768), "f16", "add"),
+    ((32, 1016), "bf16", "mul"),  # a tail of 3 per lane
+]
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,op", REDUCTIONS, ids=[f"{s}-{d}-{o}" for s, d, o in REDUCTIONS]
+)
+def test_row_reduction_on_one_subgroup(shape, dtype, op):
+    check_reduction(shape, dtype, op, target="vulkan", strategy="row_warp")
+
+
+@cpu_hypothesis(8)
+@given(
+    rows=st.integers(1, 4096),
+    lanes=st.integers(1, 256),  # n = 8 * lanes: 8..2048
+    dtype=st.sampled_from(["f32", "f16", "bf16"]),
+    op=st.sampled_from(["add", "mul"]),
+)
+def test_row_reduction_on_one_subgroup_hypothesis(rows, lanes, dtype, op):
+    n = 8 * lanes
+    check_reduction(
+        (max(1, min(rows, (1 << 21) // n)), n), dtype, op, target="vulkan", strategy="row_warp"
+    )
+
+
+@pytest.mark.parametrize(
+    "n,why",
+    [
+        (1004, "rows of 1004 do not split evenly"),
+        (2080, "65 chunks of 32 > 64"),
+    ],
+)
+def test_other_reductions_take_the_row_kernel(n, why, tmp_path):
+    from test_row_reduction import row_reduce
+    from tilefuse.dispatches import read_dispatches
+    from tilefuse.strategies import row_warp
+
+    result = tilefuse.compile_program(row_reduce((4, n), "f32", "add"), "vulkan", dump_dir=tmp_path)
+    assert [r.strategy for r in result.reports] == ["row_reduction"]
+    (dispatch,) = read_dispatches((tmp_path / "executable_sources.mlir").read_text())
+    params, reason = row_warp.plan(dispatch, load_target("vulkan"))
+    assert params is None and why in reason, reason
+
+
+def test_ir_row_sum_on_one_subgroup(tmp_path):
+    """Row sums 4096x1000 on lavapipe: 128 rows per [8, 128, 1] workgroup;
+    each lane loops over the 31 chunks with its 4 partials in registers (the
+    loop carries a vector, no buffer), adds its element of the tail after two
+    butterflies of xor shuffles, and lane 0 writes the row's sum. Nothing is
+    allocated, no barrier."""
+    from test_row_reduction import row_reduce
+
+    dump = tmp_path / "dump"
+    result = tilefuse.compile_program(
+        row_reduce((4096, 1000), "f32", "add"), "vulkan", dump_dir=dump
+    )
+    (report,) = result.reports
+    assert report.strategy == "row_warp" and "wg=[8, 128, 1]" in report.params, report.line()
+    (kernel,) = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text()).values()
+    filecheck(
+        kernel,
+        """
+CHECK: func.func @main_dispatch_0
+CHECK-SAME: workgroup_size = [8, 128, 1] subgroup_size = 8
+CHECK-NOT: memref.alloc
+CHECK: scf.for {{.*}} to %c992 step %c32 iter_args({{.*}}) -> (vector<4xf32>)
+CHECK-NEXT: affine.apply
+CHECK-NEXT: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
+CHECK-NEXT: arith.addf {{.*}} : vector<4xf32>
+CHECK-NEXT: scf.yield
+CHECK: vector.transfer_read {{.*}} vector<1xf32>
+CHECK: vector.reduction <add>
+CHECK-COUNT-6: gpu.shuffle xor
+CHECK: scf.if
+CHECK-NEXT: vector.transfer_write
+CHECK-NOT: gpu.barrier
+CHECK: return
+""",
+        tmp_path,
+    )

@@ -1,0 +1,201 @@
+"""Parameters of the one-subgroup-per-row kernel (transform_scripts/row_warp.mlir).
+
+Seed: XLA's row-reduction and softmax emitters, which give a row to one warp
+when it fits. One subgroup of T lanes owns a row; lane t holds the V elements
+at t*V of every chunk of T*V (coalesced); every reduction folds its chunks
+into the lane's V partials in registers and ends in a shuffle butterfly that
+leaves its result in all lanes. No barrier, no workgroup memory. Two kinds of
+dispatch over [rows, N]:
+  - a lone row reduction (with elementwise producers), which the row kernel
+    (row_reduction.py) would also give one subgroup per row: its chunk loop
+    stays a loop. Row sums 4096x1000 f32 on lavapipe, same run: row kernel
+    1.03x IREE's time (two accumulators and their round trip through
+    workgroup memory, two butterflies), this kernel 0.97x.
+  - a row normalization (the chunked softmax kernel's dispatches with an
+    elementwise root: softmax, layernorm, RMSNorm): the chunk loops are
+    unrolled, so CSE loads each element of the row once and keeps it in
+    registers for every phase, and the kernel has no loop either.
+
+When it applies (else the row kernel or the chunked softmax kernel does):
+  - T (the subgroup size) divides N, so that the ragged tail of a row (the
+    N mod T*V elements after the last full chunk) splits evenly over the
+    lanes: no masks;
+  - a normalization: N / T, the elements a lane keeps, is at most the
+    target's row_register_elements (lavapipe 128; GPUs 32: more registers
+    per lane would cost occupancy);
+  - a reduction: at most VECTORS_PER_THREAD chunks (longer rows get several
+    subgroups from the row kernel), a combiner with a known identity, a
+    32-bit accumulator; on SPIR-V not a NaN-propagating float max/min (a
+    lane's vector max drops NaN there; the Vulkan targets rewrite those on
+    integer keys before planning anyway, fusion/minmax.py).
+
+V is a 128-bit vector of the widest element (at most 4 on SPIR-V), halved
+until T*V <= N. R rows share a workgroup [T, R, 1] (R dividing the row count,
+R*T up to the target's packed_row_threads): the rows do not synchronize, so
+packing costs nothing and saves workgroups (row sums 4096x1000 on lavapipe:
+R = 32 1.26x IREE's time, R = 128 0.97x).
+"""
+
+from iree.compiler import ir
+
+from ..dispatches import Dispatch
+from ..irutil import walk
+from ..targets import Target
+from . import attrs, row_reduction, softmax
+from .sizes import packed_rows
+
+# On SPIR-V the tail's one element per lane would make IREE read the whole
+# binding as scalars; the driver moves such accesses onto an alias of the
+# binding and recompiles the finished kernel (aliases.py, driver.alias_stage).
+ALIAS_NARROW_ACCESSES = True
+
+
+def _vector(bits: int, input_bits: list[int], n: int, threads: int, target: Target) -> int:
+    vector = max(1, target.vector_bits // bits)
+    if target.backend == "spirv":
+        vector = min(vector, 4)  # SPIR-V vectors hold at most 4 elements
+    if target.bf16_vector_elements and 16 in input_bits:
+        vector = min(vector, target.bf16_vector_elements)
+    while vector > 1 and threads * vector > n:
+        vector //= 2
+    return vector
+
+
+def _lone_reduction_refusal(d: Dispatch, target: Target) -> str | None:
+    why_not = row_reduction.check(d)
+    if why_not:
+        return why_not
+    if len(d.iterator_types) != 2:
+        return (
+            f"a reduction over [{', '.join(map(str, d.loop_ranges))}] (the kernel takes [rows, n])"
+        )
+    if target.backend == "spirv" and d.combiners[0] in row_reduction.NAN_PROPAGATING_MINMAX:
+        return "a float max/min on SPIR-V (a lane's vector max drops NaN)"
+    return None
+
+
+def _root_refusal(d: Dispatch, target: Target) -> str | None:
+    if not target.row_register_elements:
+        return f"target {target.name} has no one-subgroup row kernel (row_register_elements = 0)"
+    if d.iterator_types == softmax.ROOT_ELEMENTWISE:
+        return softmax.check(d)
+    if d.iterator_types == softmax.ROOT_REDUCTION and len(d.combiners) == 1:
+        return _lone_reduction_refusal(d, target)
+    if d.iterator_types == softmax.ROOT_REDUCTION:
+        return "a reduction that reads other reductions (argmax: the chunked softmax kernel)"
+    return "root is neither elementwise over the rows nor a lone row reduction"
+
+
+def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+    if d.problem:
+        return None, d.problem
+    why_not = _root_refusal(d, target)
+    if why_not:
+        return None, why_not
+    normalization = d.iterator_types == softmax.ROOT_ELEMENTWISE
+    rows, n = d.loop_ranges
+    threads = target.subgroup_size
+    if n % threads:
+        return None, f"rows of {n} do not split evenly over the {threads} lanes of a subgroup"
+    budget = target.row_register_elements
+    if normalization and n // threads > budget:
+        return None, (
+            f"{n // threads} elements per lane > the target's {budget} (row_register_elements)"
+        )
+    bits = max(b for op in d.op_summaries for b in op.result_bits)
+    bits = max([bits] + [o.bits for o in d.inputs])
+    vector = _vector(bits, [o.bits for o in d.inputs], n, threads, target)
+    chunk = threads * vector
+    chunks = n // chunk
+    most = row_reduction.VECTORS_PER_THREAD
+    if not normalization and chunks > most:
+        return None, (
+            f"{chunks} chunks of {chunk} > {most} (the row kernel gives such rows several subgroups)"
+        )
+    full = chunks * chunk
+    per_wg = packed_rows(
+        rows, threads, threads, target.packed_row_threads or target.preferred_threads, 0, target
+    )
+    if rows // per_wg > target.max_workgroup_count[0]:
+        return None, (
+            f"grid x would be {rows // per_wg} > {target.max_workgroup_count[0]} workgroups"
+        )
+    generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
+    reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
+    params = {
+        "row_tile": [per_wg],
+        "full_length": full,
+        "reduction_chunk": [0, chunk],
+        "root_chunk": [0, chunk],
+        "chunks": chunks,
+        "tail": n - full,
+        "unrolled": normalization and chunks > 1,
+        "elementwise_root": normalization,
+        "threads": threads,
+        "rows_per_workgroup": per_wg,
+        "vector": vector,
+        "subgroup_size": threads,
+        "grid": [rows // per_wg, 1, 1],
+        "reductions": reductions,
+    }
+    group = f"{d.group_kind} group, " if d.group_kind else ""
+    tail = f" and a tail of {n - full} ({(n - full) // threads} per lane)" if n != full else ""
+    packing = f", {per_wg} rows per workgroup" if per_wg > 1 else ""
+    if normalization:
+        what = f"{reductions} reductions then the root, row of {n} in registers"
+        loops = f"{chunks} chunks of {chunk} unrolled"
+    else:
+        what = f"{row_reduction.COMBINERS[d.combiners[0]]}-reduction of rows of {n}"
+        loops = f"{chunks} chunks of {chunk}"
+    return params, (
+        f"{group}{what}: one subgroup per row, {threads} lanes x {vector}-vectors, "
+        f"{loops}{tail}{packing}"
+    )
+
+
+def describe(p: dict) -> str:
+    tail = f" tail={p['tail']}" if p["tail"] else ""
+    return (
+        f"grid={p['grid']} wg=[{p['threads']}, {p['rows_per_workgroup']}, 1] "
+        f"vector={p['vector']} chunk={p['reduction_chunk'][-1]} chunks={p['chunks']}{tail} "
+        f"reductions={p['reductions']} shared=0B"
+    )
+
+
+def attributes(p: dict, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/row_warp.mlir."""
+    return {
+        "row_tile": {"static_tile_sizes": attrs.i64_array(p["row_tile"], ctx)},
+        "full_length": {
+            "dimension": attrs.i64(1, ctx),
+            "static_chunk_sizes": attrs.i64(p["full_length"], ctx),
+        },
+        "reduction_chunk": {"tile_sizes": attrs.i64_list(p["reduction_chunk"], ctx)},
+        "root_chunk": attrs.static_sizes(p["root_chunk"], ctx),
+        "unroll": {"factor": attrs.i64(p["chunks"], ctx)},
+        "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
+        **attrs.workgroup([p["threads"], p["rows_per_workgroup"], 1], p["subgroup_size"], ctx),
+    }
+
+
+RAGGED_TAIL = "tilefuse.ragged_tail"
+UNROLLED = "tilefuse.unrolled"
+ELEMENTWISE_ROOT = "tilefuse.elementwise_root"
+
+
+def edit_sequence(seq: ir.Operation, p: dict) -> None:
+    """Drop the tail's steps when T*V divides the row (their users then take
+    the unsplit reductions), the unrolling for a lone reduction or a row of
+    one chunk, and the root's tiling when the root is the reduction."""
+    if not p["tail"]:
+        for op in walk(seq):
+            if RAGGED_TAIL in op.attributes and op.name == "transform.foreach":
+                op.results[0].replace_all_uses_with(op.operands[0])  # mains = the reductions
+            elif RAGGED_TAIL in op.attributes and op.name == "transform.loop.peel":
+                cast = op.operands[0].owner  # main loop = the root's loop
+                op.results[0].replace_all_uses_with(cast.operands[0])
+        attrs.erase_tagged(seq, {RAGGED_TAIL})
+    if not p["unrolled"]:
+        attrs.erase_tagged(seq, {UNROLLED})
+    if not p["elementwise_root"]:
+        attrs.erase_tagged(seq, {ELEMENTWISE_ROOT})
