@@ -147,9 +147,10 @@ def test_numerics_error_of_scalar_results():
 
 
 def test_timing_repeat_shrinks_for_big_models():
-    assert timing_repeat(2_000_000, 10) == 10  # small: the limit
-    assert timing_repeat(100_000_000, 10) == 3  # ~256 MiB per timed call
-    assert timing_repeat(823_000_000, 10) == 1  # already long: no timing build
+    assert timing_repeat(2_000_000, 200) == 200  # small: the limit
+    assert timing_repeat(16_400_384, 200) == 66  # ~1 GiB per timed call
+    assert timing_repeat(823_000_000, 200) == 2
+    assert timing_repeat(2_000_000_000, 200) == 1  # already long: no timing build
 
 
 def test_dynamic_shared_memory_from_llvm_ir(tmp_path):

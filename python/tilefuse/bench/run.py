@@ -210,11 +210,14 @@ def check_numerics(result: ModelResult, refs, tol) -> None:
     result.numerics = "ok (agree)" if ok else f"FAIL: compilers differ by {result.max_difference:g}"
 
 
-# Repeat dispatches until a timed call moves about this much memory: a call of
-# a small model then lasts ~100 ms, against lavapipe's ~4 ms fence grid. With
-# at most 10 repeats, softmax_f32 (2 MB, ~1 ms per run) read 1.20 then 1.31,
-# and rmsnorm_f32 1.54 then 1.10, in two runs of the same build.
-TIMED_CALL_BYTES = 256 * 2**20
+# Repeat dispatches until a timed call moves about this much memory, so that a
+# call lasts ~200 ms or more against lavapipe's ~4 ms fence grid (a call's
+# time comes in steps of 4 ms / N). With at most 10 repeats, softmax_f32 (2 MB,
+# ~1 ms per run) read 1.20 then 1.31, and rmsnorm_f32 1.54 then 1.10, in two
+# runs of the same build; with 256 MiB per call, row_sum_f32 (16 MB, 17
+# repeats, steps of 7% of its 3.3 ms) read 1.07-1.15 where 64 and 200
+# repeats read 0.98-1.02.
+TIMED_CALL_BYTES = 2**30
 
 
 def timing_repeat(floor_bytes: int, limit: int) -> int:
