@@ -12,7 +12,6 @@ chunks of 32 (2048 f32). Every numerics case asserts the kernel ran.
 """
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
@@ -21,28 +20,16 @@ from conftest import cpu_hypothesis
 from hypothesis import given
 from hypothesis import strategies as st
 from test_ir import filecheck
+from test_row_reduction import check_case as check_reduction
+from test_row_reduction import row_reduce
 from test_softmax import _ops, inputs, program, reference
+from test_softmax import check_case as check_normalization
 from tilefuse.runtime import CompiledModule
 from tilefuse.targets import load_target
 
 
 def check_case(kind, rows, n, dtype="f32", target="vulkan", params=""):
-    result = tilefuse.compile_program(program(kind, rows, n, dtype), target)
-    module = CompiledModule(result.vmfb, "vulkan", result.reports)
-    assert [(r.strategy, r.status) for r in module.reports] == [("row_warp", "applied")], [
-        r.line() for r in module.reports
-    ]
-    assert params in module.reports[0].params, module.reports[0].line()
-    args = inputs(kind, rows, n, dtype)
-    ref = reference(kind, args)
-    out = module.main(*args)
-    assert out.shape == ref.shape and out.dtype == args[0].dtype
-    err = float(np.max(np.abs(out.astype(np.float64) - ref)))
-    bound = 2e-6 + 2e-7 * math.sqrt(n)
-    if dtype == "f16":
-        bound += 2.0**-11 * float(np.max(np.abs(ref)))
-    assert err <= bound, f"max error {err} > {bound} on {kind} {rows}x{n} {dtype}"
-    return result
+    return check_normalization(kind, rows, n, dtype, target, params, strategy="row_warp")
 
 
 # Rows with a tail after the last full chunk (1000 = 31 x 32 + 8; 1016 = 31 x
@@ -245,7 +232,6 @@ def test_cuda_keeps_one_binding(tmp_path):
 
 # Lone row reductions.
 
-from test_row_reduction import check_case as check_reduction
 
 REDUCTIONS = [
     ((4096, 1000), "f32", "add"),
@@ -287,7 +273,6 @@ def test_row_reduction_on_one_subgroup_hypothesis(rows, lanes, dtype, op):
     ],
 )
 def test_other_reductions_take_the_row_kernel(n, why, tmp_path):
-    from test_row_reduction import row_reduce
     from tilefuse.dispatches import read_dispatches
     from tilefuse.strategies import row_warp
 
@@ -304,8 +289,6 @@ def test_ir_row_sum_on_one_subgroup(tmp_path):
     loop carries a vector, no buffer), adds its element of the tail after two
     butterflies of xor shuffles, and lane 0 writes the row's sum. Nothing is
     allocated, no barrier."""
-    from test_row_reduction import row_reduce
-
     dump = tmp_path / "dump"
     result = tilefuse.compile_program(
         row_reduce((4096, 1000), "f32", "add"), "vulkan", dump_dir=dump

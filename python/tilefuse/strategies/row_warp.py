@@ -50,11 +50,11 @@ from .sizes import packed_rows
 ALIAS_NARROW_ACCESSES = True
 
 
-def _vector(bits: int, input_bits: list[int], n: int, threads: int, target: Target) -> int:
+def _vector(bits: int, d: Dispatch, n: int, threads: int, target: Target) -> int:
     vector = max(1, target.vector_bits // bits)
     if target.backend == "spirv":
         vector = min(vector, 4)  # SPIR-V vectors hold at most 4 elements
-    if target.bf16_vector_elements and 16 in input_bits:
+    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs):
         vector = min(vector, target.bf16_vector_elements)
     while vector > 1 and threads * vector > n:
         vector //= 2
@@ -104,7 +104,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         )
     bits = max(b for op in d.op_summaries for b in op.result_bits)
     bits = max([bits] + [o.bits for o in d.inputs])
-    vector = _vector(bits, [o.bits for o in d.inputs], n, threads, target)
+    vector = _vector(bits, d, n, threads, target)
     chunk = threads * vector
     chunks = n // chunk
     most = row_reduction.VECTORS_PER_THREAD
