@@ -13,12 +13,13 @@ subspan, and of the views between it and them; the copy's alignment is
 halved, which is still true of the buffer and keeps CSE from merging it back.
 
 The strategy has finished the kernel when this runs (the driver takes it from
-the strategy's printout and compiles it again, see driver.splice_stage), so
+the strategy's printout and compiles it again, see driver.alias_stage), so
 the accesses are vector.transfer_read/transfer_write and memref.load/store.
 """
 
 from iree.compiler import ir
 
+from .errors import TilefuseError
 from .irutil import symbol_name, walk
 
 SUBSPAN = "hal.interface.binding.subspan"
@@ -73,7 +74,7 @@ def _alias(subspan: ir.Operation) -> ir.Operation:
     alias = subspan.clone(ip=ir.InsertionPoint(subspan))
     alignment = ir.IntegerAttr(subspan.attributes["alignment"]).value
     alias.attributes["alignment"] = ir.IntegerAttr.get(
-        ir.IndexType.get(subspan.context), max(1, alignment // 2) if alignment > 1 else 2
+        ir.IndexType.get(subspan.context), alignment // 2 if alignment > 1 else 2
     )
     return alias
 
@@ -143,7 +144,7 @@ def splice(sources: str, kernels: dict[str, tuple[str, list[int]]]) -> str:
         done.add(name)
     missing = set(kernels) - done
     if missing:
-        raise ValueError(f"no function for {sorted(missing)} in the executable sources")
+        raise TilefuseError(f"no function for {sorted(missing)} in the executable sources")
     return module.operation.get_asm(enable_debug_info=True)
 
 

@@ -154,6 +154,7 @@ def phase2_executable(
     workdir: Path,
     use_library: bool,
     extra_flags: tuple[str, ...] = (),
+    what: str = "phase 2 (executable sources to GPU code)",
 ) -> tuple[bytes, str, list[Path]]:
     out = workdir / "module.vmfb"
     binaries = workdir / "binaries"
@@ -173,7 +174,7 @@ def phase2_executable(
         args.append("--mlir-disable-threading")
     if target.backend == "cuda":
         args.append(f"--iree-hal-dump-executable-binaries-to={binaries}")
-    run = iree_compile(args, "phase 2 (executable sources to GPU code)")
+    run = iree_compile(args, what)
     return out.read_bytes(), run.stdout + run.stderr, sorted(binaries.glob("*.ptx"))
 
 
@@ -237,6 +238,7 @@ def compile_program(
                 workdir,
                 any(c.strategy for c in rest),
                 phase2_flags,
+                "phase 3 (kernels with aliased bindings to GPU code)",
             )
             (workdir / "phase3.log").write_text(log3)
             verify(rest, log3)
