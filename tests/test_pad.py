@@ -318,14 +318,24 @@ def test_pad_kernel_assembles_for_cuda(target, dtype, literal):
     assert report.registers and report.spill_bytes == 0
 
 
-def test_pad_no_kernel_takes_is_one_clear_error(root, monkeypatch):
-    # A planner bug would hand IREE a dispatch holding a pad, which its GPU
-    # codegen cannot compile: the driver names the dispatch instead.
+def test_pad_no_kernel_takes_falls_back_to_iree_dispatches(root, monkeypatch):
+    # A planner bug would hand IREE a dispatch region holding a pad, which its
+    # GPU codegen cannot compile: the driver names the dispatch and compiles
+    # the program on IREE's own dispatches instead (an error with strict).
+    from references import pad_relu_f32
     from tilefuse.strategies import loop
 
     monkeypatch.setattr(loop, "plan", lambda d, target: (None, "refused for the test"))
+    sample = root / "samples/pad_relu_f32.mlir"
     with pytest.raises(tilefuse.TilefuseError, match="holds a pad .*refused for the test"):
-        tilefuse.compile_program(root / "samples/pad_relu_f32.mlir", "vulkan")
+        tilefuse.compile_program(sample, "vulkan", strict=True)
+    result = tilefuse.compile_program(sample, "vulkan")
+    (note,) = result.notes
+    assert note.startswith("FALLBACK: fusion groups dropped") and "holds a pad" in note, note
+    assert result.fusion is None
+    inputs, (expected,), tolerance = pad_relu_f32(np.random.default_rng(0))
+    got = tilefuse.CompiledModule(result.vmfb, "vulkan").main(*inputs)
+    assert np.max(np.abs(got - expected)) <= tolerance
 
 
 def test_pad_in_a_multi_result_group_stays_with_iree_and_is_right():

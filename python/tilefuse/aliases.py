@@ -17,10 +17,12 @@ the strategy's printout and compiles it again, see driver.alias_stage), so
 the accesses are vector.transfer_read/transfer_write and memref.load/store.
 """
 
+import math
+
 from iree.compiler import ir
 
 from .errors import TilefuseError
-from .irutil import symbol_name, walk
+from .irutil import element_bits, symbol_name, walk
 
 SUBSPAN = "hal.interface.binding.subspan"
 VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast")
@@ -33,15 +35,6 @@ ACCESSES = {
 }
 
 
-def _element_bits(type_: ir.Type) -> int:
-    for cls in (ir.FloatType, ir.IntegerType):
-        try:
-            return cls(type_).width
-        except (ValueError, TypeError):
-            continue
-    raise ValueError(f"no bit width for {type_}")
-
-
 def _bits(op: ir.Operation) -> int:
     """Bits one access moves (per thread)."""
     if op.name == "vector.transfer_read":
@@ -49,11 +42,8 @@ def _bits(op: ir.Operation) -> int:
     elif op.name == "vector.transfer_write":
         vector = ir.VectorType(op.operands[0].type)
     else:
-        return _element_bits(ir.MemRefType(op.operands[ACCESSES[op.name]].type).element_type)
-    elements = 1
-    for size in vector.shape:
-        elements *= size
-    return elements * _element_bits(vector.element_type)
+        return element_bits(op.operands[ACCESSES[op.name]].type)
+    return math.prod(vector.shape) * element_bits(vector)
 
 
 def _accesses(value: ir.Value, chain: tuple) -> list[tuple[ir.Operation, tuple]]:

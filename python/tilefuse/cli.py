@@ -14,6 +14,7 @@ import numpy as np
 
 from .errors import TilefuseError
 from .targets import target_names
+from .toolchain import DEFAULT_PHASE_TIMEOUT_S
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -32,10 +33,17 @@ def cmd_compile(args) -> None:
     from .driver import compile_program
 
     result = compile_program(
-        args.input, args.target, dump_dir=args.dump_dir, fusion=not args.no_fusion
+        args.input,
+        args.target,
+        dump_dir=args.dump_dir,
+        fusion=not args.no_fusion,
+        strict=args.strict,
+        timeout_s=args.phase_timeout,
     )
     _fusion_views(args, result)
     _write_atomically(Path(args.output), result.vmfb)
+    for note in result.notes:
+        print(note, file=sys.stderr)
     for report in result.reports:
         print(report.line(), file=sys.stderr)
     print(f"wrote {args.output} ({len(result.vmfb)} bytes, target {args.target})", file=sys.stderr)
@@ -45,15 +53,24 @@ def cmd_explain(args) -> None:
     from .driver import compile_program
 
     result = compile_program(
-        args.input, args.target, dump_dir=args.dump_dir, fusion=not args.no_fusion
+        args.input,
+        args.target,
+        dump_dir=args.dump_dir,
+        fusion=not args.no_fusion,
+        strict=args.strict,
+        timeout_s=args.phase_timeout,
     )
     _fusion_views(args, result)
+    for note in result.notes:
+        print(note)
     for report in result.reports:
         print(report.line())
     applied = sum(r.status == "applied" for r in result.reports)
+    failed = sum(r.status == "failed" for r in result.reports)
     print(
         f"{len(result.reports)} dispatches, {applied} with a tilefuse strategy, "
         f"{len(result.reports) - applied} on IREE's default codegen"
+        + (f" ({failed} after their strategy failed)" if failed else "")
     )
 
 
@@ -67,7 +84,9 @@ def _fusion_views(args, result) -> None:
     if args.dump_fusion:
         text = dump.outlined_functions(result.program.text, result.target)
         _write_atomically(Path(args.dump_fusion), text.encode())
-    if getattr(args, "fusion", False):
+    if getattr(args, "fusion", False) and result.fusion is None:
+        print("fusion: none (the fusion groups were dropped, see the FALLBACK note)")
+    elif getattr(args, "fusion", False):
         for line in dump.describe(result.fusion):
             print(line)
         for line in result.fusion.log:
@@ -190,6 +209,18 @@ def _fusion_options(p) -> None:
         "--no-fusion", action="store_true", help="let IREE form dispatches (no fusion planner)"
     )
     p.add_argument("--dump-fusion", help="write each fusion group as an outlined func here")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a strategy or fusion failure is an error (default: IREE's codegen takes "
+        "over, reported as FALLBACK)",
+    )
+    p.add_argument(
+        "--phase-timeout",
+        type=float,
+        default=DEFAULT_PHASE_TIMEOUT_S,
+        help="seconds each iree-compile run may take (default %(default)s)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -250,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=200,
         help="at most N runs of every dispatch per timed call, as many as move about "
-        "256 MiB (amortizes lavapipe's ~4 ms wait granularity)",
+        "1 GiB (amortizes lavapipe's ~4 ms wait granularity)",
     )
     b.add_argument("--no-fusion", action="store_true", help="tilefuse without its fusion planner")
     b.add_argument("--device", help="runtime device (default: the target's driver)")

@@ -1,15 +1,29 @@
 """The compile pipeline, top to bottom.
 
-    load -> phase 1 (executable sources) -> read dispatches -> choose
-    strategies -> write the transform library -> phase 2 (vmfb) -> verify
+    load -> plan and outline fusion groups -> phase 1 (executable sources)
+    -> read dispatches -> choose strategies -> write the transform library
+    -> phase 2 (vmfb) -> verify
     [-> SPIR-V only: splice kernels with narrow accesses aliased -> phase 3]
 
 Every stage is one small function; `compile_program` reads like the diagram
 in DESIGN.md.
+
+The promise: a program plain iree-compile compiles, tilefuse compiles too.
+So nothing tilefuse adds may cost the compile; each failure is undone at the
+smallest scale that removes it, and reported (never silent):
+  - a strategy that fails in phase 2 (an error naming its dispatch, or a
+    kernel that fails verify.py) is withdrawn from that dispatch, which IREE's
+    codegen then compiles (report status "failed", the error as reason);
+  - phase 3 failing keeps phase 2's module (a note says so);
+  - the fusion stage failing (a planner error, IREE rejecting or splitting an
+    outlined group) compiles the program on IREE's own dispatches (a note).
+`strict=True` (`--strict`) turns each of these into an error instead.
 """
 
+import re
+import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iree.compiler import ir
@@ -24,8 +38,8 @@ from .frontend import Program, load_program
 from .library import build_library
 from .strategies import STRATEGIES, Choice, choose
 from .targets import Target, load_target
-from .toolchain import iree_compile
-from .verify import DispatchReport, printed_kernels, verify
+from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile
+from .verify import DispatchReport, kernel_problems, printed_kernels, reports
 
 DEVICE_GLOBAL = "__tilefuse_device"
 
@@ -38,6 +52,17 @@ class CompileResult:
     reports: list[DispatchReport]
     library: str
     fusion: "fusion_pkg.FusionPlan | None" = None  # None: IREE's own dispatch formation
+    # Program-level fallbacks (fusion dropped, phase 3 dropped), one line each.
+    notes: list[str] = field(default_factory=list)
+    sources: Path | None = None  # phase 1's executable sources (gone unless dump_dir)
+
+
+@dataclass(frozen=True)
+class Options:
+    phase1_flags: tuple[str, ...] = ()  # phase 1 only (bench: scheduling statistics)
+    phase2_flags: tuple[str, ...] = ()  # phases 2 and 3 (bench: repeated dispatches)
+    strict: bool = False  # a strategy or fusion failure is an error, not a fallback
+    timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S  # per iree-compile run
 
 
 def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
@@ -74,7 +99,11 @@ def outline_stage(program: Program, target: Target, workdir: Path):
 
 
 def phase1_executable_sources(
-    source: Path, target: Target, workdir: Path, extra_flags: tuple[str, ...] = ()
+    source: Path,
+    target: Target,
+    workdir: Path,
+    extra_flags: tuple[str, ...] = (),
+    timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S,
 ) -> Path:
     out = workdir / "executable_sources.mlir"
     iree_compile(
@@ -82,11 +111,15 @@ def phase1_executable_sources(
             str(source),
             *target.compile_flags,
             *extra_flags,
+            # Locations tie each dispatch to its fusion group (attach_groups),
+            # and phase 2's errors then point into the user's file.
+            "--mlir-print-debuginfo",
             "--compile-to=executable-sources",
             "-o",
             str(out),
         ],
         "phase 1 (StableHLO to executable sources)",
+        timeout_s,
     )
     return out
 
@@ -99,18 +132,19 @@ def collapse_stage(sources: Path) -> None:
         sources.write_text(collapsed)
 
 
-def choose_strategies(dispatches: list[Dispatch], target: Target) -> list[Choice]:
+def choose_strategies(
+    dispatches: list[Dispatch], target: Target, fused: bool = False
+) -> list[Choice]:
     choices = [choose(d, target) for d in dispatches]
     for c in choices:
-        # IREE 3.13's GPU codegen fails on a pad inside a dispatch (a
+        # IREE 3.13's GPU codegen fails on a pad inside a dispatch region (a
         # memref.store outside any distributed context); the planner lets a
         # pad in only where the loop kernel reads through it, so this is a
-        # planner bug. Say so instead of failing in phase 2.
-        if target.is_gpu and c.strategy is None and "tensor.pad" in c.dispatch.ops:
+        # planner bug: fall back to IREE's own dispatches (compile_program).
+        if fused and target.is_gpu and c.strategy is None and "tensor.pad" in c.dispatch.ops:
             raise TilefuseError(
                 f"dispatch {c.dispatch.name} holds a pad that no tilefuse kernel reads "
-                f"through ({c.reason}), and IREE cannot compile it; compile with "
-                "--no-fusion to work around, and please report it",
+                f"through ({c.reason}), and IREE cannot compile it",
                 c.dispatch.location,
             )
     return choices
@@ -153,15 +187,16 @@ def phase2_executable(
     target: Target,
     workdir: Path,
     use_library: bool,
-    extra_flags: tuple[str, ...] = (),
+    options: Options = Options(),
     what: str = "phase 2 (executable sources to GPU code)",
 ) -> tuple[bytes, str, list[Path]]:
     out = workdir / "module.vmfb"
     binaries = workdir / "binaries"
+    shutil.rmtree(binaries, ignore_errors=True)  # no PTX left from a failed try
     args = [
         str(sources),
         *target.compile_flags,
-        *extra_flags,
+        *options.phase2_flags,
         "--compile-from=executable-sources",
         "-o",
         str(out),
@@ -174,8 +209,84 @@ def phase2_executable(
         args.append("--mlir-disable-threading")
     if target.backend == "cuda":
         args.append(f"--iree-hal-dump-executable-binaries-to={binaries}")
-    run = iree_compile(args, what)
+    run = iree_compile(args, what, options.timeout_s)
     return out.read_bytes(), run.stdout + run.stderr, sorted(binaries.glob("*.ptx"))
+
+
+def failing_dispatches(failure: PhaseFailed, active: list[Choice], library: Path) -> list[Choice]:
+    """The dispatches a failed phase 2 names: the one whose specialized
+    sequence holds a failing transform op (`dispatch_table.mlir:LINE`), or whose
+    name IREE printed with the failing executable."""
+    starts = _sequence_lines(library)
+    blamed = set()
+    for line in re.findall(rf"{re.escape(library.name)}:(\d+):\d+: error", failure.stderr):
+        before = [name for start, name in starts if start <= int(line)]
+        if before:
+            blamed.add(before[-1])
+    named = [
+        c
+        for c in active
+        if c.dispatch.name in blamed
+        or re.search(rf"(?<!\w){re.escape(c.dispatch.name)}(?!\w)", failure.stderr)
+    ]
+    return named
+
+
+def _sequence_lines(library: Path) -> list[tuple[int, str]]:
+    """(first line, dispatch name) of every specialized sequence in the library."""
+    ctx = ir.Context()
+    module = ir.Module.parse(library.read_text(), ctx)
+    found = []
+    for op in module.body.operations:
+        op = op.operation
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        line = re.match(r"loc\(\"[^\"]*\":(\d+):", str(op.location))
+        if "__" in name and line:
+            found.append((int(line.group(1)), name.split("__", 1)[1]))
+    return sorted(found)
+
+
+def phase2_with_fallbacks(
+    choices: list[Choice], sources: Path, target: Target, workdir: Path, options: Options
+) -> tuple[bytes, str, list[Path], dict[str, str], Path]:
+    """Phase 2, withdrawing each strategy that fails until the compile
+    succeeds: returns the module, the log, the PTX files, the failures
+    (dispatch name -> why its strategy was withdrawn) and the library used."""
+    failures = {c.dispatch.name: c.failure for c in choices if c.failure}
+    while True:
+        kept = [
+            c if c.dispatch.name not in failures else replace(c, strategy=None) for c in choices
+        ]
+        active = [c for c in kept if c.strategy]
+        library = write_library(kept, workdir)
+        try:
+            vmfb, log, ptx_files = phase2_executable(
+                sources, library, target, workdir, bool(active), options
+            )
+        except PhaseFailed as e:
+            if not active:
+                raise
+            culprits = failing_dispatches(e, active, library)
+            why = e.reason.replace(f"{workdir}/", "")
+            if not culprits:
+                # Nothing names a dispatch (a timeout, a crash): withdraw every
+                # strategy rather than guess.
+                culprits, why = active, f"{why} (no dispatch named: every strategy withdrawn)"
+            for c in culprits:
+                failures[c.dispatch.name] = f"{c.strategy} failed in phase 2: {why}"
+            _check_strict(options, culprits, failures)
+            continue
+        problems = kernel_problems(active, log)
+        if not problems:
+            return vmfb, log, ptx_files, failures, library
+        failures.update(problems)
+        _check_strict(options, [c for c in active if c.dispatch.name in problems], failures)
+
+
+def _check_strict(options: Options, culprits: list[Choice], failures: dict[str, str]) -> None:
+    if options.strict and culprits:
+        name = culprits[0].dispatch.name
+        raise TilefuseError(f"dispatch {name}: {failures[name]} (--strict: no fallback)")
 
 
 def attach_ptxas(reports: list[DispatchReport], ptx_files: list[Path], arch: str) -> None:
@@ -193,57 +304,117 @@ def compile_program(
     phase1_flags: tuple[str, ...] = (),
     fusion: bool = True,
     phase2_flags: tuple[str, ...] = (),
+    strict: bool = False,
+    timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S,
 ) -> CompileResult:
     """`phase1_flags`/`phase2_flags` go to one phase only (bench asks for
     scheduling statistics and repeated dispatches). `fusion=False` leaves
-    dispatch formation to IREE."""
+    dispatch formation to IREE. `strict`: see the module docstring.
+    `timeout_s` bounds each iree-compile run."""
     target = load_target(target) if isinstance(target, str) else target
     program = source if isinstance(source, Program) else load_program(source)
+    options = Options(tuple(phase1_flags), tuple(phase2_flags), strict, timeout_s)
     with tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
         workdir = Path(dump_dir) if dump_dir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        phase1_program, plan = (
-            outline_stage(program, target, workdir) if fusion else (program, None)
+        if not fusion:
+            return compile_dispatches(program, None, target, workdir, options)
+        try:
+            return compile_dispatches(program, outline_stage, target, workdir, options)
+        except Exception as e:
+            if strict:
+                if isinstance(e, TilefuseError):
+                    raise
+                raise TilefuseError(f"fusion stage: {_describe(e)} (--strict)") from None
+            why = _describe(e).replace(f"{workdir}/", "")
+        # The fusion groups cost the compile: IREE forms the dispatches.
+        result = compile_dispatches(program, None, target, workdir / "no-fusion", options)
+        result.notes.insert(
+            0, f"FALLBACK: fusion groups dropped, IREE formed the dispatches: {why}"
         )
-        # Locations tie each dispatch to its fusion group (fusion.attach_groups).
-        debuginfo = ("--mlir-print-debuginfo",) if plan is not None else ()
-        sources = phase1_executable_sources(
-            phase1_input(phase1_program, target, workdir),
+        return result
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, TilefuseError):
+        return str(error)
+    return f"internal error {type(error).__name__}: {error}"
+
+
+def compile_dispatches(
+    program: Program, outline, target: Target, workdir: Path, options: Options
+) -> CompileResult:
+    """Everything after loading: fusion (when `outline` is given), phase 1,
+    strategies, phase 2 (and 3), checks."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    phase1_program, plan = outline(program, target, workdir) if outline else (program, None)
+    sources = phase1_executable_sources(
+        phase1_input(phase1_program, target, workdir),
+        target,
+        workdir,
+        options.phase1_flags,
+        options.timeout_s,
+    )
+    if target.is_gpu:
+        collapse_stage(sources)
+    dispatches = read_dispatches(sources.read_text())
+    if plan is not None:
+        fusion_pkg.attach_groups(plan, dispatches)
+    choices = choose_strategies(dispatches, target, plan is not None)
+    vmfb, log, ptx_files, failures, library = phase2_with_fallbacks(
+        choices, sources, target, workdir, options
+    )
+    (workdir / "phase2.log").write_text(log)
+    result = CompileResult(
+        vmfb, target, program, reports(choices, failures), library.read_text(), plan
+    )
+    result.sources = sources
+    applied = [c for c in choices if c.strategy and c.dispatch.name not in failures]
+    result.vmfb, ptx_files = phase3_stage(applied, log, sources, target, workdir, options, result)
+    if target.backend == "cuda":
+        if not ptx_files:
+            raise TilefuseError("phase 2 wrote no PTX to check")
+        attach_ptxas(result.reports, ptx_files or [], target.ptxas_arch)
+    return result
+
+
+def phase3_stage(
+    applied: list[Choice],
+    log: str,
+    sources: Path,
+    target: Target,
+    workdir: Path,
+    options: Options,
+    result: CompileResult,
+) -> tuple[bytes, list[Path]]:
+    """SPIR-V: compile again with the aliased kernels spliced in (alias_stage);
+    if that fails, phase 2's module stands and a note says why."""
+    ptx_files = sorted((workdir / "binaries").glob("*.ptx"))
+    aliased = alias_stage(applied, log, sources, target, workdir)
+    if aliased is None:
+        return result.vmfb, ptx_files
+    spliced_sources, names = aliased
+    rest = [c for c in applied if c.dispatch.name not in names]
+    library3 = write_library(rest, workdir, "dispatch_table_phase3")
+    try:
+        vmfb, log3, ptx_files = phase2_executable(
+            spliced_sources,
+            library3,
             target,
             workdir,
-            tuple(phase1_flags) + debuginfo,
+            bool(rest),
+            options,
+            "phase 3 (kernels with aliased bindings to GPU code)",
         )
-        if target.is_gpu:
-            collapse_stage(sources)
-        dispatches = read_dispatches(sources.read_text())
-        if plan is not None:
-            fusion_pkg.attach_groups(plan, dispatches)
-        choices = choose_strategies(dispatches, target)
-        library = write_library(choices, workdir)
-        use_library = any(c.strategy for c in choices)
-        vmfb, log, ptx_files = phase2_executable(
-            sources, library, target, workdir, use_library, phase2_flags
-        )
-        (workdir / "phase2.log").write_text(log)
-        reports = verify(choices, log)
-        aliased = alias_stage(choices, log, sources, target, workdir)
-        if aliased is not None:
-            spliced_sources, names = aliased
-            rest = [c for c in choices if c.dispatch.name not in names]
-            library3 = write_library(rest, workdir, "dispatch_table_phase3")
-            vmfb, log3, ptx_files = phase2_executable(
-                spliced_sources,
-                library3,
-                target,
-                workdir,
-                any(c.strategy for c in rest),
-                phase2_flags,
-                "phase 3 (kernels with aliased bindings to GPU code)",
-            )
-            (workdir / "phase3.log").write_text(log3)
-            verify(rest, log3)
-        if target.backend == "cuda":
-            if not ptx_files:
-                raise TilefuseError("phase 2 wrote no PTX to check")
-            attach_ptxas(reports, ptx_files, target.ptxas_arch)
-        return CompileResult(vmfb, target, program, reports, library.read_text(), plan)
+        (workdir / "phase3.log").write_text(log3)
+        problems = kernel_problems(rest, log3)
+        if problems:
+            name, problem = next(iter(problems.items()))
+            raise TilefuseError(f"phase 3: dispatch {name}: {problem}")
+    except TilefuseError as e:
+        if options.strict:
+            raise
+        why = str(e).replace(f"{workdir}/", "")
+        result.notes.append(f"FALLBACK: phase 3 dropped, phase 2's kernels kept: {why}")
+        return result.vmfb, ptx_files
+    return vmfb, ptx_files

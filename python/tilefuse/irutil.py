@@ -5,6 +5,21 @@ from iree.compiler import ir
 PARAM_TAG = "tilefuse.param"
 
 
+def element_bits(type_: ir.Type) -> int | None:
+    """Bit width of a scalar type, or of a shaped type's elements; None for
+    types of no width (index)."""
+    try:
+        type_ = ir.ShapedType(type_).element_type
+    except (ValueError, TypeError):
+        pass
+    for cls in (ir.IntegerType, ir.FloatType):
+        try:
+            return cls(type_).width
+        except (ValueError, TypeError):
+            continue
+    return None
+
+
 def walk(op):
     """Every operation nested in `op` (pre-order), as ir.Operation."""
     for region in op.regions:

@@ -90,7 +90,9 @@ class Function:
         self.module = module
         self.name = name
         self.arg_specs, self.result_specs = signature(vm_function)
-        self._call = module._context.modules.module[name]
+        # The VM module is named after the MLIR module (`module @jit_f` from
+        # JAX, `module` when unnamed), so look it up under its own name.
+        self._call = module._context.modules[module.vm_name][name]
 
     def check_args(self, args) -> list[np.ndarray]:
         if len(args) != len(self.arg_specs):
@@ -112,7 +114,7 @@ class Function:
                 raise TilefuseError(
                     f"argument {i} of {self.name}: expected {spec}, got shape {tuple(arr.shape)}"
                 )
-            checked.append(np.ascontiguousarray(arr))
+            checked.append(np.require(arr, requirements="C"))  # keeps 0-d arrays 0-d
         return checked
 
     def to_device(self, *args) -> list:
@@ -159,6 +161,7 @@ class CompiledModule:
         except (RuntimeError, ValueError) as e:
             raise TilefuseError(f"not a loadable IREE module: {e}") from None
         self._context.add_vm_module(vm_module)
+        self.vm_name = vm_module.name
         self.device = device
         self.reports = reports or []
         self.functions = {}

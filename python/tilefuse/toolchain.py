@@ -8,6 +8,11 @@ from iree.compiler.tools.binaries import find_tool
 
 from .errors import TilefuseError
 
+# Seconds one iree-compile run may take before tilefuse gives up on it (a
+# strategy that sends IREE into a pathological case must not cost the compile:
+# the driver falls back, see driver.py). Plain IREE compiles the samples in ~1 s.
+DEFAULT_PHASE_TIMEOUT_S = 300
+
 
 @dataclass
 class ToolRun:
@@ -16,22 +21,57 @@ class ToolRun:
     stderr: str
 
 
-def iree_compile(args: list[str], what: str) -> ToolRun:
-    """Run iree-compile; raise with IREE's first error line if it fails."""
+class PhaseFailed(TilefuseError):
+    """iree-compile failed or ran out of time; keeps its output so that the
+    driver can tell which dispatch failed."""
+
+    def __init__(self, what: str, reason: str, stderr: str, timed_out: bool = False):
+        super().__init__(f"{what} failed: {reason}")
+        self.what = what
+        self.reason = reason
+        # Diagnostics only: the kernels strategies printed go to stdout, and
+        # name dispatches that did not fail.
+        self.stderr = stderr
+        self.timed_out = timed_out
+
+
+def iree_compile(
+    args: list[str], what: str, timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S
+) -> ToolRun:
+    """Run iree-compile; raise PhaseFailed with IREE's first error line if it
+    fails or takes longer than `timeout_s`."""
     cmd = [find_tool("iree-compile"), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        stderr = _text(e.stderr)
+        raise PhaseFailed(what, f"timed out after {timeout_s:g} s", stderr, True) from None
     if proc.returncode != 0:
-        raise TilefuseError(f"{what} failed: {first_error(proc.stderr)}")
+        raise PhaseFailed(what, first_error(proc.stderr), proc.stderr)
     return ToolRun(proc.returncode, proc.stdout, proc.stderr)
 
 
+def _text(data) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
 _ERROR_LINE = re.compile(r"^(?P<loc>[^\s:][^:]*:\d+:\d+): error: (?P<msg>.*)$", re.MULTILINE)
+_CRASH = "Please report issues to"
 
 
 def first_error(stderr: str) -> str:
-    """IREE's first `file:line:col: error: message` line, or its last line."""
+    """IREE's first `file:line:col: error: message` line; for a crash, the
+    line that says what failed (an assertion, a signal) instead of the last
+    frame of the stack dump; else its last line."""
     m = _ERROR_LINE.search(stderr)
     if m:
         return f"{m.group('loc')}: {m.group('msg')}"
+    if _CRASH in stderr:
+        before = stderr.split(_CRASH, 1)[0]
+        said = [line.strip() for line in before.splitlines() if line.strip()]
+        said = [line for line in said if not line.startswith("WARNING")]
+        return "iree-compile crashed" + (f": {said[-1]}" if said else "")
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "iree-compile failed with no message"

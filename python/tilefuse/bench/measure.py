@@ -112,7 +112,7 @@ def compile_tilefuse(
         timing_repeat=max(repeat, 1),
         compile_seconds=seconds,
         dispatch_count=count,
-        costs=_checked_costs(workdir / "executable_sources.mlir", count, "tilefuse"),
+        costs=_checked_costs(result.sources, count, "tilefuse"),
         notes=[r.line() for r in result.reports],
     )
 

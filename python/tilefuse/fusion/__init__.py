@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from ..errors import TilefuseError
+from ..normalize import normalize
 from ..targets import Target
 from . import minmax, rows, scalars
 from .argminmax import rewrite_function
@@ -82,7 +83,7 @@ def fuse(text: str, target: Target) -> FusionPlan:
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
     module = ir.Module.parse(text, ctx)
-    rewrites = []
+    rewrites = [f"input: {line}" for line in normalize(module)]
     if target.is_gpu:
         for op in module.body.operations:
             if op.operation.name == "func.func" and op.operation.regions[0].blocks:
@@ -141,20 +142,15 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
     dispatch's group. Phase 1 prints locations, and a dispatch carries the
     location of the region it came from (outline.py names it after the group).
     Identical groups may share one executable (IREE deduplicates them).
-    Dispatches from no region come from ops left to IREE (plan.log says why);
-    there must be none when every group was outlined.
+    Dispatches from no region are IREE's own: ops left to IREE (plan.log says
+    why) and what IREE adds itself (splats of i64 constants, control flow,
+    scatter, builtin dispatches); they keep group_name None.
     """
     groups = {g.name: g for g in plan.outlined()}
-    left_to_iree = plan.left_to_iree
     matched: dict[str, str] = {}
     for d in dispatches:
         name = _group_in_location(d.location)
         if name is None:
-            if not left_to_iree and not plan.calls_defined_functions:
-                raise TilefuseError(
-                    f"IREE formed dispatch {d.name} outside every fusion group "
-                    f"({len(dispatches)} dispatches for {len(groups)} groups)"
-                )
             continue
         if name not in groups or name in matched:
             raise TilefuseError(

@@ -18,6 +18,7 @@ class Choice:
     strategy: str | None  # None: IREE's default codegen
     params: dict = field(default_factory=dict)
     reason: str = ""  # why this strategy, or why none
+    failure: str = ""  # a chooser's internal error: IREE's codegen takes the dispatch
 
     def describe_params(self) -> str:
         module = dict(STRATEGIES).get(self.strategy)
@@ -39,7 +40,11 @@ def choose(dispatch: Dispatch, target: Target) -> Choice:
         return Choice(dispatch, None, reason=f"target {target.name} uses IREE's CPU codegen")
     reasons = []
     for name, module in STRATEGIES:
-        params, why = module.plan(dispatch, target)
+        try:
+            params, why = module.plan(dispatch, target)
+        except Exception as e:  # noqa: BLE001 -- a chooser bug must not cost the compile
+            failure = f"{name} chooser failed: internal error {type(e).__name__}: {e}"
+            return Choice(dispatch, None, reason=failure, failure=failure)
         if params is not None:
             return Choice(dispatch, name, params, why)
         reasons.append(f"{name}: {why}")

@@ -102,9 +102,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         return None, (
             f"{n // threads} elements per lane > the target's {budget} (row_register_elements)"
         )
-    bits = max(b for op in d.op_summaries for b in op.result_bits)
-    bits = max([bits] + [o.bits for o in d.inputs])
-    vector = _vector(bits, d, n, threads, target)
+    vector = _vector(softmax.widest_bits(d), d, n, threads, target)
     chunk = threads * vector
     chunks = n // chunk
     most = row_reduction.VECTORS_PER_THREAD

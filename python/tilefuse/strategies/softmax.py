@@ -52,6 +52,7 @@ import math
 from iree.compiler import ir
 
 from ..dispatches import Dispatch
+from ..irutil import element_bits
 from ..targets import Target
 from . import attrs
 from .row_reduction import COMBINERS, MAX_ACCUMULATOR_BITS
@@ -105,16 +106,13 @@ def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
 
 def _bits(type_: ir.Type) -> int:
     """Element width of a tensor (or scalar) type; 64 for types of no width."""
-    try:
-        type_ = ir.ShapedType(type_).element_type
-    except (ValueError, TypeError):
-        pass
-    for cls in (ir.IntegerType, ir.FloatType):
-        try:
-            return cls(type_).width
-        except (ValueError, TypeError):
-            continue
-    return 64
+    return element_bits(type_) or 64
+
+
+def widest_bits(d: Dispatch) -> int:
+    """The widest element a row kernel's vectors hold: of any op's result or input."""
+    results = (b for op in d.op_summaries for b in op.result_bits)
+    return max([*results, *(o.bits for o in d.inputs)])
 
 
 def group_refusal(graph, group, target: Target) -> str | None:
@@ -235,8 +233,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     else:
         rows, n = d.loop_ranges
     sg = target.subgroup_size
-    bits = max(b for op in d.op_summaries for b in op.result_bits)
-    bits = max([bits] + [o.bits for o in d.inputs])
+    bits = widest_bits(d)
     threads, vector = layout(n, bits, target)
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)

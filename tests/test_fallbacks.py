@@ -1,0 +1,156 @@
+"""A strategy, the fusion stage or phase 3 that fails never costs the compile:
+IREE's codegen takes over, the report says so (FALLBACK, with the error), and
+`strict=True` (`--strict`) makes the same failure an error. Each failure is
+made on purpose here; every fallback module is run against numpy."""
+
+import numpy as np
+import pytest
+import tilefuse
+from tilefuse import driver, verify
+from tilefuse.toolchain import PhaseFailed, first_error
+
+# A loop dispatch (exp) and a row-reduction dispatch (row sums of another input).
+TWO_DISPATCHES = """func.func @main(%a: tensor<64x256xf32>, %b: tensor<64x1000xf32>)
+    -> (tensor<64x256xf32>, tensor<64xf32>) {
+  %0 = stablehlo.exponential %a : tensor<64x256xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %1 = stablehlo.reduce(%b init: %z) applies stablehlo.add across dimensions = [1]
+    : (tensor<64x1000xf32>, tensor<f32>) -> tensor<64xf32>
+  return %0, %1 : tensor<64x256xf32>, tensor<64xf32>
+}
+"""
+# A transform op that always fails when it runs (the sequence's argument, a
+# function, has no scf.forall parent).
+FAILING_STEP = (
+    '    %tilefuse_broken = transform.get_parent_op %arg0 <{op_name = "scf.forall"}> '
+    ": (!transform.any_op) -> !transform.any_op\n"
+)
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    return rng.random((64, 256), np.float32), rng.random((64, 1000), np.float32)
+
+
+def _check_numerics(module):
+    a, b = _inputs()
+    exp, sums = module.main(a, b)
+    np.testing.assert_allclose(exp, np.exp(a), rtol=1e-5)
+    np.testing.assert_allclose(sums, b.astype(np.float64).sum(1), rtol=1e-5)
+
+
+@pytest.fixture
+def broken_loop_strategy(monkeypatch):
+    """Every specialized loop sequence fails at its first step."""
+    build = driver.build_library
+
+    def build_broken(choices):
+        lines = build(choices).splitlines(keepends=True)
+        out = []
+        for line in lines:
+            out.append(line)
+            if "transform.named_sequence @tilefuse_loop__" in line:
+                out.append(FAILING_STEP)
+        return "".join(out)
+
+    monkeypatch.setattr(driver, "build_library", build_broken)
+
+
+def _module(result):
+    return tilefuse.CompiledModule(result.vmfb, "vulkan", result.reports)
+
+
+def test_failed_strategy_falls_back_to_iree_for_that_dispatch(broken_loop_strategy):
+    result = tilefuse.compile_program(TWO_DISPATCHES, "vulkan")
+    status = {r.strategy: r.status for r in result.reports}
+    assert status == {"loop": "failed", "row_warp": "applied"}, [r.line() for r in result.reports]
+    (failed,) = [r for r in result.reports if r.status == "failed"]
+    assert "loop failed in phase 2" in failed.reason
+    assert "could not find a parent op" in failed.reason
+    assert "FALLBACK: loop failed in phase 2" in failed.line()
+    assert "/tmp/" not in failed.reason  # no temporary path
+    _check_numerics(_module(result))
+
+
+def test_failed_strategy_is_an_error_when_strict(broken_loop_strategy):
+    with pytest.raises(tilefuse.TilefuseError, match=r"main_dispatch_0.*loop failed.*--strict"):
+        tilefuse.compile_program(TWO_DISPATCHES, "vulkan", strict=True)
+
+
+def test_wrong_kernel_is_withdrawn(monkeypatch):
+    """A kernel that fails verify.py (here: declared wrong on purpose) is not
+    shipped: the dispatch is compiled again by IREE."""
+    check = verify._check_kernel
+
+    def reject_loop(name, text):
+        return "rejected on purpose" if "elementwise" in name else check(name, text)
+
+    monkeypatch.setattr(verify, "_check_kernel", reject_loop)
+    result = tilefuse.compile_program(TWO_DISPATCHES, "vulkan")
+    status = {r.strategy: (r.status, r.reason) for r in result.reports}
+    assert status["loop"] == ("failed", "loop left a wrong kernel: rejected on purpose")
+    assert status["row_warp"][0] == "applied"
+    _check_numerics(_module(result))
+    with pytest.raises(tilefuse.TilefuseError, match="rejected on purpose"):
+        tilefuse.compile_program(TWO_DISPATCHES, "vulkan", strict=True)
+
+
+def test_failing_fusion_stage_falls_back_to_iree_dispatches(monkeypatch, tmp_path):
+    def planner_bug(plan, dispatches):
+        raise KeyError("made on purpose")
+
+    monkeypatch.setattr(driver.fusion_pkg, "attach_groups", planner_bug)
+    result = tilefuse.compile_program(TWO_DISPATCHES, "vulkan", dump_dir=tmp_path)
+    (note,) = result.notes
+    assert note.startswith("FALLBACK: fusion groups dropped") and "made on purpose" in note
+    assert result.fusion is None
+    assert all(r.status == "applied" for r in result.reports)  # strategies still apply
+    assert (tmp_path / "no-fusion" / "executable_sources.mlir").is_file()
+    _check_numerics(_module(result))
+    with pytest.raises(tilefuse.TilefuseError, match="internal error KeyError.*--strict"):
+        tilefuse.compile_program(TWO_DISPATCHES, "vulkan", strict=True)
+
+
+def test_failing_phase3_keeps_phase2_module(monkeypatch):
+    """softmax on row_warp has narrow accesses that phase 3 aliases; a broken
+    splice fails phase 3, and phase 2's module (correct, slower) stands."""
+    monkeypatch.setattr(driver, "splice", lambda text, spliced: text + "\nnot mlir\n")
+    result = tilefuse.compile_program("samples/softmax_f32.mlir", "vulkan")
+    (note,) = result.notes
+    assert note.startswith("FALLBACK: phase 3 dropped, phase 2's kernels kept"), note
+    x = np.random.default_rng(1).random((256, 1000), np.float32)
+    got = _module(result).main(x)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    with pytest.raises(tilefuse.TilefuseError, match="phase 3"):
+        tilefuse.compile_program("samples/softmax_f32.mlir", "vulkan", strict=True)
+
+
+def test_time_budget_is_an_error_naming_the_phase():
+    with pytest.raises(tilefuse.TilefuseError, match=r"phase 1 .*timed out after 0.01 s"):
+        tilefuse.compile_program(TWO_DISPATCHES, "vulkan", timeout_s=0.01)
+
+
+def test_failing_dispatches_reads_library_lines(tmp_path):
+    """The error's line in the dispatch table names the sequence, hence the
+    dispatch, even when IREE prints no dispatch name."""
+    result = tilefuse.compile_program(TWO_DISPATCHES, "vulkan", dump_dir=tmp_path)
+    library = tmp_path / "dispatch_table.mlir"
+    text = library.read_text().splitlines()
+    line = next(i for i, t in enumerate(text, 1) if "named_sequence @tilefuse_row_warp__" in t) + 2
+    failure = PhaseFailed("phase 2", "x", f"{library.name}:{line}:7: error: it broke\n")
+    sources = driver.read_dispatches((tmp_path / "executable_sources.mlir").read_text())
+    choices = driver.choose_strategies(sources, result.target)
+    (culprit,) = driver.failing_dispatches(failure, choices, library)
+    assert culprit.strategy == "row_warp"
+
+
+def test_crash_message_is_not_a_stack_frame():
+    stderr = (
+        "WARNING: something\nPlease report issues to https://github.com/iree-org/iree/issues\n"
+        "Stack dump:\n0.\tProgram arguments: iree-compile x.mlir\n #0 0x1 foo\n"
+    )
+    assert first_error(stderr) == "iree-compile crashed"
+    assert first_error("Assertion `x' failed.\n" + stderr) == (
+        "iree-compile crashed: Assertion `x' failed."
+    )
