@@ -154,3 +154,51 @@ def test_crash_message_is_not_a_stack_frame():
     assert first_error("Assertion `x' failed.\n" + stderr) == (
         "iree-compile crashed: Assertion `x' failed."
     )
+
+
+CONCAT_STORED = """func.func @main(%x: tensor<16x8xf32>) -> tensor<16x16xf32> {
+  %0 = stablehlo.exponential %x : tensor<16x8xf32>
+  %1 = stablehlo.concatenate %0, %0, dim = 1 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x16xf32>
+  return %1 : tensor<16x16xf32>
+}
+"""
+CONCAT_OF_COMPUTED = CONCAT_STORED.replace(
+    "  return %1 : tensor<16x16xf32>",
+    "  %2 = stablehlo.add %1, %1 : tensor<16x16xf32>\n  return %2 : tensor<16x16xf32>",
+)
+CONCAT_OF_INPUTS = """func.func @main(%x: tensor<16x8xf32>, %y: tensor<16x8xf32>) -> tensor<16x16xf32> {
+  %1 = stablehlo.concatenate %x, %y, dim = 1 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x16xf32>
+  %0 = stablehlo.exponential %1 : tensor<16x16xf32>
+  return %0 : tensor<16x16xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        (CONCAT_STORED, "is a result of the group"),
+        (CONCAT_OF_COMPUTED, "concatenates values the group computes"),
+        (CONCAT_OF_INPUTS, None),
+    ],
+)
+def test_concatenate_groups_iree_cannot_compile_are_not_formed(text, why):
+    """IREE 3.13 cannot compile a concatenate that a region stores or that
+    joins values the region computes (the llama block's RoPE tables); the
+    planner leaves those ops to IREE instead of falling back on the whole
+    program. One that reads the region's inputs is fused."""
+    result = tilefuse.compile_program(text, "vulkan", strict=True)
+    assert not result.notes
+    refused = [line for line in result.fusion.log if "concatenate" in line]
+    if why:
+        assert any(why in line for line in refused), result.fusion.log
+    else:
+        assert not refused and len(result.fusion.outlined()) == 1
+    x = np.random.default_rng(2).random((16, 8), np.float32)
+    module = _module(result)
+    if text is CONCAT_OF_INPUTS:
+        got, want = module.main(x, x + 1), np.exp(np.concatenate([x, x + 1], 1))
+    else:
+        e = np.exp(np.concatenate([x, x], 1))
+        got, want = module.main(x), e if text is CONCAT_STORED else e + e
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -142,6 +142,7 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
     dispatch's group. Phase 1 prints locations, and a dispatch carries the
     location of the region it came from (outline.py names it after the group).
     Identical groups may share one executable (IREE deduplicates them).
+    A copy in an initializer (IREE's hoisted constant expressions) is allowed.
     Dispatches from no region are IREE's own: ops left to IREE (plan.log says
     why) and what IREE adds itself (splats of i64 constants, control flow,
     scatter, builtin dispatches); they keep group_name None.
@@ -152,14 +153,18 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
         name = _group_in_location(d.location)
         if name is None:
             continue
-        if name not in groups or name in matched:
+        # IREE hoists constant expressions (RoPE's sin/cos tables from iota)
+        # into initializers that run once at load time: a group may then have
+        # a second dispatch there.
+        hoisted = d.name.startswith("_initializer")
+        if name not in groups or (name in matched and not hoisted):
             raise TilefuseError(
                 f"dispatch {d.name} claims fusion group {name}, "
                 + ("already matched" if name in matched else "which was not outlined")
             )
         g = groups[name]
         d.group_name, d.group_kind, d.group_hero = g.name, g.kind, g.hero_op
-        matched[name] = d.name
+        matched.setdefault(name, d.name)
     signatures = {groups[n].signature for n in matched}
     missing = [n for n, g in groups.items() if n not in matched and g.signature not in signatures]
     if missing:

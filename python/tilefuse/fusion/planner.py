@@ -405,6 +405,35 @@ def split_plan(graph: FuncGraph, group: Group, target: Target) -> list[Group] | 
     return parts
 
 
+CONCATENATE = "stablehlo.concatenate"
+
+
+def _concat_problem(graph: FuncGraph, members: set[int]) -> str | None:
+    """Why IREE 3.13 cannot compile this group's concatenate inside a region.
+
+    There a concatenate becomes slice inserts that no distribution reaches
+    ("'memref.store' op write affecting operations on global resources are
+    restricted to workgroup distributed contexts"), unless it only reads
+    the region's inputs and feeds other ops of the group (then it is folded
+    into their loads); IREE's own formation writes each operand in place."""
+    outputs = set(outputs_of(graph, members))
+    for i in sorted(members):
+        node = graph.nodes[i]
+        if node.name != CONCATENATE:
+            continue
+        if i in outputs:
+            where = "is a result of the group"
+        elif any(p in members for p in node.producers):
+            where = "concatenates values the group computes"
+        else:
+            continue
+        return (
+            f"op {i} concatenate {where}: IREE 3.13 cannot compile that inside a "
+            "dispatch region, so IREE forms these dispatches"
+        )
+    return None
+
+
 def _describe(graph: FuncGraph, members: list[int]) -> Group:
     kind, hero = classify(graph, set(members))
     hero_node = graph.nodes[hero]
@@ -427,6 +456,7 @@ def _describe(graph: FuncGraph, members: list[int]) -> Group:
         ),
     )
     names = {graph.nodes[i].name for i in members}
+    concat = _concat_problem(graph, set(members))
     if names <= NO_KERNEL_ALONE:
         group.outlined = False
         group.why_not_outlined = "only reshapes: IREE folds them into metadata, no kernel"
@@ -435,6 +465,9 @@ def _describe(graph: FuncGraph, members: list[int]) -> Group:
         group.why_not_outlined = (
             "a pad with no consumer in its group to read through it: IREE copies it"
         )
+    elif concat:
+        group.outlined = False
+        group.why_not_outlined = concat
     elif any(graph.nodes[i].shape is None and graph.nodes[i].op.results for i in members):
         group.outlined = False
         group.why_not_outlined = "dynamic shapes: left to IREE's dispatch formation"

@@ -1,0 +1,18 @@
+module @jit_lax_compare_f16 attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<32x48xf16>, %arg1: tensor<32x48xf16>) -> (tensor<32x48xf16> {jax.result_info = "result['clamp']"}, tensor<32x48xi1> {jax.result_info = "result['eq']"}, tensor<32x48xi1> {jax.result_info = "result['ge']"}, tensor<32x48xi1> {jax.result_info = "result['gt']"}, tensor<32x48xi1> {jax.result_info = "result['le']"}, tensor<32x48xi1> {jax.result_info = "result['lt']"}, tensor<32x48xi1> {jax.result_info = "result['ne']"}, tensor<32x48xf16> {jax.result_info = "result['select']"}) {
+    %0 = stablehlo.compare EQ, %arg0, %arg1, FLOAT : (tensor<32x48xf16>, tensor<32x48xf16>) -> tensor<32x48xi1>
+    %1 = stablehlo.compare NE, %arg0, %arg1, FLOAT : (tensor<32x48xf16>, tensor<32x48xf16>) -> tensor<32x48xi1>
+    %2 = stablehlo.compare LT, %arg0, %arg1, FLOAT : (tensor<32x48xf16>, tensor<32x48xf16>) -> tensor<32x48xi1>
+    %3 = stablehlo.compare LE, %arg0, %arg1, FLOAT : (tensor<32x48xf16>, tensor<32x48xf16>) -> tensor<32x48xi1>
+    %4 = stablehlo.compare GT, %arg0, %arg1, FLOAT : (tensor<32x48xf16>, tensor<32x48xf16>) -> tensor<32x48xi1>
+    %5 = stablehlo.compare GE, %arg0, %arg1, FLOAT : (tensor<32x48xf16>, tensor<32x48xf16>) -> tensor<32x48xi1>
+    %6 = stablehlo.compare LT, %arg0, %arg1, FLOAT : (tensor<32x48xf16>, tensor<32x48xf16>) -> tensor<32x48xi1>
+    %7 = stablehlo.select %6, %arg0, %arg1 : tensor<32x48xi1>, tensor<32x48xf16>
+    %cst = stablehlo.constant dense<-2.000000e+00> : tensor<f16>
+    %cst_0 = stablehlo.constant dense<2.000000e+00> : tensor<f16>
+    %8 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f16>) -> tensor<32x48xf16>
+    %9 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f16>) -> tensor<32x48xf16>
+    %10 = stablehlo.clamp %8, %arg0, %9 : tensor<32x48xf16>
+    return %10, %0, %5, %4, %3, %2, %1, %7 : tensor<32x48xf16>, tensor<32x48xi1>, tensor<32x48xi1>, tensor<32x48xi1>, tensor<32x48xi1>, tensor<32x48xi1>, tensor<32x48xi1>, tensor<32x48xf16>
+  }
+}

@@ -1,0 +1,11 @@
+module @jit_lax_unary_i64 attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<32x48xi64>) -> (tensor<32x48xi64> {jax.result_info = "result['abs']"}, tensor<32x48xi64> {jax.result_info = "result['clz']"}, tensor<32x48xi64> {jax.result_info = "result['neg']"}, tensor<32x48xi64> {jax.result_info = "result['not']"}, tensor<32x48xi64> {jax.result_info = "result['popcnt']"}, tensor<32x48xi64> {jax.result_info = "result['sign']"}) {
+    %0 = stablehlo.negate %arg0 : tensor<32x48xi64>
+    %1 = stablehlo.abs %arg0 : tensor<32x48xi64>
+    %2 = stablehlo.sign %arg0 : tensor<32x48xi64>
+    %3 = stablehlo.not %arg0 : tensor<32x48xi64>
+    %4 = stablehlo.popcnt %arg0 : tensor<32x48xi64>
+    %5 = stablehlo.count_leading_zeros %arg0 : tensor<32x48xi64>
+    return %1, %5, %0, %3, %4, %2 : tensor<32x48xi64>, tensor<32x48xi64>, tensor<32x48xi64>, tensor<32x48xi64>, tensor<32x48xi64>, tensor<32x48xi64>
+  }
+}
