@@ -33,6 +33,7 @@ from corpus.load import entries, load, names
 TARGET = "vulkan"
 PHASE_TIMEOUT_S = 120
 DOC = ROOT / "docs" / "corpus.md"
+BASELINE = HERE / "iree_baseline.json"  # plain iree-compile's outcomes, for the tests
 README = ROOT / "README.md"
 BEGIN, END = "<!-- corpus summary: begin -->", "<!-- corpus summary: end -->"
 
@@ -143,7 +144,8 @@ def run(name: str, compiler: str) -> Outcome:
                     for r in result.reports
                 ]
         except TilefuseError as e:
-            outcome.status, outcome.detail = "compile error", str(e).splitlines()[0]
+            message = str(e).splitlines()[0].replace(f"{ROOT}/", "")
+            outcome.status, outcome.detail = "compile error", message
             return outcome
         finally:
             outcome.seconds = time.perf_counter() - start
@@ -156,6 +158,11 @@ def run(name: str, compiler: str) -> Outcome:
     if wrong:
         outcome.status, outcome.detail = "wrong", wrong
     return outcome
+
+
+def baseline() -> dict[str, dict]:
+    """Plain IREE's outcome per program, as the last --write recorded it."""
+    return json.loads(BASELINE.read_text())
 
 
 def save(folder: str, name: str, iree: Outcome, ours: Outcome) -> None:
@@ -178,11 +185,17 @@ def saved(folder: str) -> dict[str, tuple[Outcome, Outcome]]:
 # ---- the generated tables ---------------------------------------------------
 
 
+def _fusion_dropped(outcome: Outcome) -> bool:
+    return any(n.startswith("FALLBACK: fusion groups dropped") for n in outcome.notes)
+
+
 def _strategies(outcome: Outcome) -> str:
     counts = Counter(outcome.strategies)
     text = ", ".join(f"{n}x {s}" if n > 1 else s for s, n in sorted(counts.items()))
-    if outcome.notes:
-        text += " (fusion dropped)" if "fusion" in " ".join(outcome.notes) else " (note)"
+    if _fusion_dropped(outcome):
+        text += " (fusion dropped)"
+    elif outcome.notes:
+        text += " (phase 3 dropped)"
     return text
 
 
@@ -213,19 +226,20 @@ def table(results: dict[str, tuple[Outcome, Outcome]]) -> list[str]:
 def summary(results: dict[str, tuple[Outcome, Outcome]]) -> list[str]:
     rows: dict[str, list[int]] = {}
     for name, (iree, ours) in results.items():
-        row = rows.setdefault(entries()[name]["category"], [0, 0, 0, 0, 0])
+        row = rows.setdefault(entries()[name]["category"], [0, 0, 0, 0, 0, 0])
         row[0] += 1
         row[1] += iree.passed
         row[2] += ours.passed
         row[3] += iree.passed and not ours.passed
         row[4] += sum(s == "IREE (failed)" for s in ours.strategies)
+        row[5] += _fusion_dropped(ours)
     total = [sum(col) for col in zip(*rows.values())]
     lines = [
         (
             "| category | programs | IREE passes | tilefuse passes | IREE-only passes "
-            "| strategies that failed (fell back) |"
+            "| strategies that failed (fell back) | programs with fusion dropped |"
         ),
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for category, row in sorted(rows.items()) + [("**all**", total)]:
         lines.append(f"| {category} | " + " | ".join(map(str, row)) + " |")
@@ -251,6 +265,9 @@ def write(results: dict[str, tuple[Outcome, Outcome]]) -> None:
         + "\n".join(table(results))
         + "\n"
     )
+    BASELINE.write_text(
+        json.dumps({n: dataclasses.asdict(i) for n, (i, _) in results.items()}, indent=1) + "\n"
+    )
     text = README.read_text()
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
@@ -273,7 +290,7 @@ def main() -> int:
         if args.names:
             raise SystemExit("--write needs the whole corpus (no names)")
         write(results)
-        print(f"wrote {DOC.relative_to(ROOT)} and the summary in README.md")
+        print(f"wrote {DOC.relative_to(ROOT)}, {BASELINE.name} and the summary in README.md")
     worse = [n for n, (i, t) in results.items() if i.passed and not t.passed]
     wrong = [n for n, (_, t) in results.items() if t.status == "wrong"]
     if worse or wrong:
