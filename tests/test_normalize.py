@@ -4,12 +4,12 @@ programs on Vulkan against numpy. Also: a JAX-named module (`module @jit_f`)
 is called from Python under its own name."""
 
 import math
-import subprocess
 
 import numpy as np
 import pytest
 import tilefuse
 from iree.compiler import ir
+from test_ir import filecheck
 from tilefuse.normalize import normalize
 
 JAX_STYLE = """module @jit_f attributes {mhlo.num_partitions = 1 : i32} {
@@ -27,15 +27,6 @@ JAX_STYLE = """module @jit_f attributes {mhlo.num_partitions = 1 : i32} {
   }
 }
 """
-
-
-def filecheck(text: str, checks: str, tmp_path) -> None:
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(checks)
-    proc = subprocess.run(
-        ["filecheck", str(check_file)], input=text, capture_output=True, check=False, text=True
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr + "\n--- input ---\n" + text
 
 
 def test_normalize_ir(tmp_path):

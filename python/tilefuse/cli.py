@@ -29,10 +29,11 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def cmd_compile(args) -> None:
+def _compile(args):
+    """compile_program with the options compile and explain share."""
     from .driver import compile_program
 
-    result = compile_program(
+    return compile_program(
         args.input,
         args.target,
         dump_dir=args.dump_dir,
@@ -40,6 +41,10 @@ def cmd_compile(args) -> None:
         strict=args.strict,
         timeout_s=args.phase_timeout,
     )
+
+
+def cmd_compile(args) -> None:
+    result = _compile(args)
     _fusion_views(args, result)
     _write_atomically(Path(args.output), result.vmfb)
     for note in result.notes:
@@ -50,16 +55,7 @@ def cmd_compile(args) -> None:
 
 
 def cmd_explain(args) -> None:
-    from .driver import compile_program
-
-    result = compile_program(
-        args.input,
-        args.target,
-        dump_dir=args.dump_dir,
-        fusion=not args.no_fusion,
-        strict=args.strict,
-        timeout_s=args.phase_timeout,
-    )
+    result = _compile(args)
     _fusion_views(args, result)
     for note in result.notes:
         print(note)

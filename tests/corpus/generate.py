@@ -34,21 +34,10 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
-HERE = Path(__file__).resolve().parent
-PROGRAM_DIR = HERE / "programs"
-MANIFEST = HERE / "manifest.json"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from corpus.load import MANIFEST, PROGRAM_DIR
+from corpus.load import NUMPY_DTYPES as DTYPES
 
-DTYPES = {
-    "bool": np.bool_,
-    "i8": np.int8,
-    "i16": np.int16,
-    "i32": np.int32,
-    "i64": np.int64,
-    "f16": np.float16,
-    "bf16": ml_dtypes.bfloat16,
-    "f32": np.float32,
-    "f64": np.float64,
-}
 TAGS = {np.dtype(v).name: k for k, v in DTYPES.items()}
 INT_DTYPES = ["i8", "i16", "i32", "i64"]
 FLOAT_DTYPES = ["f16", "bf16", "f32", "f64"]
