@@ -111,6 +111,82 @@ def test_failing_fusion_stage_falls_back_to_iree_dispatches(monkeypatch, tmp_pat
         tilefuse.compile_program(TWO_DISPATCHES, "vulkan", strict=True)
 
 
+def test_failing_group_alone_is_left_to_iree(monkeypatch, tmp_path):
+    """A failure that names one fusion group withholds that group only: the
+    other stays fused, and the note names the group and the reason."""
+    attach = driver.fusion_pkg.attach_groups
+
+    def reduction_group_fails(plan, dispatches):
+        attach(plan, dispatches)
+        for g in plan.outlined():
+            if g.kind == "row-reduction":
+                raise driver.GroupFailed("made on purpose", [g.name])
+
+    monkeypatch.setattr(driver.fusion_pkg, "attach_groups", reduction_group_fails)
+    result = tilefuse.compile_program(TWO_DISPATCHES, "vulkan", dump_dir=tmp_path)
+    (note,) = result.notes
+    assert note.startswith("FALLBACK: fusion group main_row_reduction_") and note.endswith(
+        "left to IREE: made on purpose"
+    ), note
+    assert [g.kind for g in result.fusion.outlined()] == ["loop"]
+    (withheld,) = [g for g in result.fusion.all_groups() if g.kind == "row-reduction"]
+    assert withheld.why_not_outlined == "withheld: made on purpose"
+    assert (tmp_path / "retry-1" / "executable_sources.mlir").is_file()
+    _check_numerics(_module(result))
+
+
+# argmax and argmin over the rows' axis: the planner forms one column-reduction
+# group of both variadic reduces, which IREE 3.13's default codegen cannot
+# compile ('memref.store' outside a distributed context); the exp beside them
+# is an ordinary loop group.
+_ARG_REDUCE = """  %{r}:2 = stablehlo.reduce(%x init: %{init}), (%i0 init: %c) across dimensions = [0]
+      : (tensor<32x64xf32>, tensor<32x64xi32>, tensor<f32>, tensor<i32>) -> (tensor<64xf32>, tensor<64xi32>)
+   reducer(%a: tensor<f32>, %b: tensor<f32>) (%i: tensor<i32>, %j: tensor<i32>) {{
+    %2 = stablehlo.compare {cmp}, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %5 = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %6 = stablehlo.compare LT, %i, %j, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %7 = stablehlo.and %5, %6 : tensor<i1>
+    %8 = stablehlo.or %2, %7 : tensor<i1>
+    %9 = stablehlo.select %2, %a, %b : tensor<i1>, tensor<f32>
+    %10 = stablehlo.select %8, %i, %j : tensor<i1>, tensor<i32>
+    stablehlo.return %9, %10 : tensor<f32>, tensor<i32>
+  }}
+"""
+ARG_REDUCES_AXIS0 = (
+    """func.func @main(%x: tensor<32x64xf32>, %y: tensor<32x64xf32>)
+    -> (tensor<64xi32>, tensor<64xi32>, tensor<32x64xf32>) {
+  %i0 = stablehlo.iota dim = 0 : tensor<32x64xi32>
+  %lo = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %hi = stablehlo.constant dense<0x7F800000> : tensor<f32>
+  %c = stablehlo.constant dense<0> : tensor<i32>
+"""
+    + _ARG_REDUCE.format(r="max", init="lo", cmp="GT")
+    + _ARG_REDUCE.format(r="min", init="hi", cmp="LT")
+    + """  %e = stablehlo.exponential %y : tensor<32x64xf32>
+  return %max#1, %min#1, %e : tensor<64xi32>, tensor<64xi32>, tensor<32x64xf32>
+}
+"""
+)
+
+
+def test_group_iree_cannot_compile_is_found_from_the_error_position():
+    """IREE's error points at the reduce's line in the user's text: that
+    group is left to IREE and the loop group stays fused."""
+    result = tilefuse.compile_program(ARG_REDUCES_AXIS0, "vulkan")
+    (note,) = result.notes
+    assert note.startswith("FALLBACK: fusion group main_column_reduction_"), note
+    assert "workgroup distributed contexts" in note
+    assert [g.kind for g in result.fusion.outlined()] == ["loop"]
+    rng = np.random.default_rng(3)
+    x, y = rng.random((32, 64), np.float32), rng.random((32, 64), np.float32)
+    got_max, got_min, got_exp = _module(result).main(x, y)
+    np.testing.assert_array_equal(got_max, x.argmax(0))
+    np.testing.assert_array_equal(got_min, x.argmin(0))
+    np.testing.assert_allclose(got_exp, np.exp(y), rtol=1e-5)
+    with pytest.raises(tilefuse.TilefuseError, match="workgroup distributed contexts"):
+        tilefuse.compile_program(ARG_REDUCES_AXIS0, "vulkan", strict=True)
+
+
 def test_failing_phase3_keeps_phase2_module(monkeypatch):
     """softmax on row_warp has narrow accesses that phase 3 aliases; a broken
     splice fails phase 3, and phase 2's module (correct, slower) stands."""
@@ -202,3 +278,27 @@ def test_concatenate_groups_iree_cannot_compile_are_not_formed(text, why):
         e = np.exp(np.concatenate([x, x], 1))
         got, want = module.main(x), e if text is CONCAT_STORED else e + e
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_blamed_groups_reads_positions_and_dispatch_names():
+    from types import SimpleNamespace
+
+    from tilefuse.fusion import fuse
+    from tilefuse.fusion.blame import blamed_groups
+    from tilefuse.targets import load_target
+
+    plan = fuse(TWO_DISPATCHES, load_target("vulkan"))
+    loop, reduction = (g.name for g in plan.outlined())
+    # The reduce is at line 5, column 24 of the text (the bindings name it "-").
+    stderr = "-:5:24: error: 'memref.store' op went wrong\n-:3:8: note: called from\n"
+    assert blamed_groups(RuntimeError(), stderr, "why", plan, []) == {
+        reduction: "-:5:24: 'memref.store' op went wrong"
+    }
+    dispatch = SimpleNamespace(name="main_dispatch_0_exp", group_name=loop)
+    stderr = 'failed to translate "main_dispatch_0_exp"'
+    assert blamed_groups(RuntimeError(), stderr, "why", plan, [dispatch]) == {loop: "why"}
+    assert (
+        blamed_groups(RuntimeError(), "main_dispatch_0_exponential", "why", plan, [dispatch]) == {}
+    )
+    failed = driver.GroupFailed("no dispatch", [reduction])
+    assert blamed_groups(failed, "", "no dispatch", plan, []) == {reduction: "no dispatch"}

@@ -76,6 +76,9 @@ class Dispatch:
     # Root inputs produced by a tensor.pad: position -> why a kernel cannot
     # read through that pad with masked loads, or None when it can.
     pad_inputs: dict[int, str | None] = field(default_factory=dict)
+    # The root's body reads a tensor by tensor.extract at computed indices (a
+    # gather: embedding lookups, RoPE's rotate_half after IREE's rewrites).
+    root_gathers: bool = False
 
     @property
     def kind(self) -> str:
@@ -101,6 +104,10 @@ class Dispatch:
             return self.problem
         if self.root_op != "linalg.generic":
             return f"root op is {self.root_op}, not linalg.generic"
+        if self.root_gathers:
+            # Measured on the corpus (embedding, llama's RoPE): the strategies'
+            # vectorize step fails on it ("Attempted to vectorize, but failed").
+            return "root's body gathers by tensor.extract (vectorizing it fails)"
         return None
 
 
@@ -204,6 +211,7 @@ def _analyse(func, executable: str) -> Dispatch:
             if _defining_op_name(v) == "tensor.pad"
         }
     d.combiners = _combiners(root, num_inputs)
+    d.root_gathers = any(op.name == "tensor.extract" for op in walk(root))
     return d
 
 

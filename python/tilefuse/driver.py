@@ -33,8 +33,9 @@ from . import ptx
 from .aliases import rewrite_kernel, splice
 from .collapse import collapse_column_reductions
 from .dispatches import Dispatch, read_dispatches
-from .errors import TilefuseError
+from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
+from .fusion.blame import blamed_groups
 from .library import build_library
 from .strategies import STRATEGIES, Choice, choose
 from .targets import Target, load_target
@@ -90,9 +91,9 @@ def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
     return path
 
 
-def outline_stage(program: Program, target: Target, workdir: Path):
+def outline_stage(program: Program, target: Target, workdir: Path, withheld: dict[str, str]):
     """Plan fusion groups and wrap each in a flow.dispatch.region (fusion.mlir)."""
-    plan = fusion_pkg.fuse(program.text, target)
+    plan = fusion_pkg.fuse(program.text, target, withheld)
     (workdir / "fusion.mlir").write_text(plan.text)
     outlined = Program(plan.text, program.name, None, program.functions)
     return outlined, plan
@@ -142,9 +143,10 @@ def choose_strategies(
         # pad in only where the loop kernel reads through it, so this is a
         # planner bug: fall back to IREE's own dispatches (compile_program).
         if fused and target.is_gpu and c.strategy is None and "tensor.pad" in c.dispatch.ops:
-            raise TilefuseError(
+            raise GroupFailed(
                 f"dispatch {c.dispatch.name} holds a pad that no tilefuse kernel reads "
                 f"through ({c.reason}), and IREE cannot compile it",
+                [c.dispatch.group_name] if c.dispatch.group_name else [],
                 c.dispatch.location,
             )
     return choices
@@ -318,21 +320,59 @@ def compile_program(
         workdir = Path(dump_dir) if dump_dir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         if not fusion:
-            return compile_dispatches(program, None, target, workdir, options)
+            return compile_dispatches(program, target, workdir, options)
+        return compile_fused(program, target, workdir, options)
+
+
+# Each retry is a whole compile; past this many, the fusion groups are dropped.
+MAX_GROUP_RETRIES = 6
+
+
+@dataclass
+class FusedAttempt:
+    """What one compile with fusion groups got to, for blaming its failure."""
+
+    withheld: dict[str, str]  # group name -> why IREE forms its dispatches
+    plan: "fusion_pkg.FusionPlan | None" = None
+    dispatches: list[Dispatch] | None = None
+
+
+def compile_fused(
+    program: Program, target: Target, workdir: Path, options: Options
+) -> CompileResult:
+    """Compile with fusion groups. A failure that names groups (blame.py)
+    leaves just those to IREE and compiles again; one that names none, or
+    too many retries, drops every group (IREE forms all dispatches)."""
+    withheld: dict[str, str] = {}
+    for retry in range(MAX_GROUP_RETRIES + 1):
+        attempt = FusedAttempt(dict(withheld))
+        attempt_dir = workdir / f"retry-{retry}" if retry else workdir
         try:
-            return compile_dispatches(program, outline_stage, target, workdir, options)
+            result = compile_dispatches(program, target, attempt_dir, options, attempt)
         except Exception as e:
-            if strict:
+            if options.strict:
                 if isinstance(e, TilefuseError):
                     raise
                 raise TilefuseError(f"fusion stage: {_describe(e)} (--strict)") from None
-            why = _describe(e).replace(f"{workdir}/", "")
-        # The fusion groups cost the compile: IREE forms the dispatches.
-        result = compile_dispatches(program, None, target, workdir / "no-fusion", options)
-        result.notes.insert(
-            0, f"FALLBACK: fusion groups dropped, IREE formed the dispatches: {why}"
-        )
+            why = _describe(e).replace(f"{attempt_dir}/", "")
+            blamed = {}
+            if attempt.plan is not None:
+                stderr = e.stderr if isinstance(e, PhaseFailed) else ""
+                blamed = blamed_groups(e, stderr, why, attempt.plan, attempt.dispatches)
+            blamed = {n: r for n, r in blamed.items() if n not in withheld}
+            if not blamed or retry == MAX_GROUP_RETRIES:
+                break
+            withheld.update(blamed)
+            continue
+        result.notes[:0] = [
+            f"FALLBACK: fusion group {name} left to IREE: {reason}"
+            for name, reason in withheld.items()
+        ]
         return result
+    # The fusion groups cost the compile: IREE forms the dispatches.
+    result = compile_dispatches(program, target, workdir / "no-fusion", options)
+    result.notes.insert(0, f"FALLBACK: fusion groups dropped, IREE formed the dispatches: {why}")
+    return result
 
 
 def _describe(error: Exception) -> str:
@@ -342,12 +382,19 @@ def _describe(error: Exception) -> str:
 
 
 def compile_dispatches(
-    program: Program, outline, target: Target, workdir: Path, options: Options
+    program: Program,
+    target: Target,
+    workdir: Path,
+    options: Options,
+    fused: FusedAttempt | None = None,
 ) -> CompileResult:
-    """Everything after loading: fusion (when `outline` is given), phase 1,
-    strategies, phase 2 (and 3), checks."""
+    """Everything after loading: fusion (when `fused` is given: it records
+    the plan and dispatches), phase 1, strategies, phase 2 (and 3), checks."""
     workdir.mkdir(parents=True, exist_ok=True)
-    phase1_program, plan = outline(program, target, workdir) if outline else (program, None)
+    phase1_program, plan = program, None
+    if fused is not None:
+        phase1_program, plan = outline_stage(program, target, workdir, fused.withheld)
+        fused.plan = plan
     sources = phase1_executable_sources(
         phase1_input(phase1_program, target, workdir),
         target,
@@ -359,6 +406,7 @@ def compile_dispatches(
         collapse_stage(sources)
     dispatches = read_dispatches(sources.read_text())
     if plan is not None:
+        fused.dispatches = dispatches
         fusion_pkg.attach_groups(plan, dispatches)
     choices = choose_strategies(dispatches, target, plan is not None)
     vmfb, log, ptx_files, failures, library = phase2_with_fallbacks(

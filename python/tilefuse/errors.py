@@ -8,3 +8,12 @@ class TilefuseError(Exception):
         self.message = message
         self.location = location
         super().__init__(f"{location}: {message}" if location else message)
+
+
+class GroupFailed(TilefuseError):
+    """The fusion stage failed on these fusion groups (by name): the driver
+    may leave them to IREE and keep the other groups."""
+
+    def __init__(self, message: str, groups, location: str | None = None):
+        self.groups = tuple(groups)
+        super().__init__(message, location)

@@ -189,12 +189,18 @@ def _fusion_dropped(outcome: Outcome) -> bool:
     return any(n.startswith("FALLBACK: fusion groups dropped") for n in outcome.notes)
 
 
+def _groups_withheld(outcome: Outcome) -> int:
+    return sum(n.startswith("FALLBACK: fusion group ") for n in outcome.notes)
+
+
 def _strategies(outcome: Outcome) -> str:
     counts = Counter(outcome.strategies)
     text = ", ".join(f"{n}x {s}" if n > 1 else s for s, n in sorted(counts.items()))
     if _fusion_dropped(outcome):
         text += " (fusion dropped)"
-    elif outcome.notes:
+    if _groups_withheld(outcome):
+        text += f" ({_groups_withheld(outcome)} groups left to IREE)"
+    if any(n.startswith("FALLBACK: phase 3 dropped") for n in outcome.notes):
         text += " (phase 3 dropped)"
     return text
 
@@ -226,20 +232,22 @@ def table(results: dict[str, tuple[Outcome, Outcome]]) -> list[str]:
 def summary(results: dict[str, tuple[Outcome, Outcome]]) -> list[str]:
     rows: dict[str, list[int]] = {}
     for name, (iree, ours) in results.items():
-        row = rows.setdefault(entries()[name]["category"], [0, 0, 0, 0, 0, 0])
+        row = rows.setdefault(entries()[name]["category"], [0] * 7)
         row[0] += 1
         row[1] += iree.passed
         row[2] += ours.passed
         row[3] += iree.passed and not ours.passed
         row[4] += sum(s == "IREE (failed)" for s in ours.strategies)
-        row[5] += _fusion_dropped(ours)
+        row[5] += _groups_withheld(ours)
+        row[6] += _fusion_dropped(ours)
     total = [sum(col) for col in zip(*rows.values())]
     lines = [
         (
             "| category | programs | IREE passes | tilefuse passes | IREE-only passes "
-            "| strategies that failed (fell back) | programs with fusion dropped |"
+            "| strategies that failed (fell back) | groups left to IREE "
+            "| programs with fusion dropped |"
         ),
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for category, row in sorted(rows.items()) + [("**all**", total)]:
         lines.append(f"| {category} | " + " | ".join(map(str, row)) + " |")

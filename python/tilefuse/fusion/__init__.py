@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from ..errors import TilefuseError
+from ..errors import GroupFailed
 from ..normalize import normalize
 from ..targets import Target
 from . import minmax, rows, scalars
@@ -48,8 +48,12 @@ class FusionPlan:
         return [g for gs in self.groups.values() for g in gs]
 
 
-def plan_module(module: ir.Module, target: Target) -> FusionPlan:
-    """Plan every function of `module` (not modified)."""
+def plan_module(
+    module: ir.Module, target: Target, withheld: dict[str, str] | None = None
+) -> FusionPlan:
+    """Plan every function of `module` (not modified). Groups named in
+    `withheld` (name -> why) are planned but not outlined: an earlier compile
+    failed on them (driver.compile_program), and IREE forms their dispatches."""
     graphs = module_graphs(module)
     plan = FusionPlan(graphs=graphs, groups={}, module=module)
     for g in graphs:
@@ -60,6 +64,9 @@ def plan_module(module: ir.Module, target: Target) -> FusionPlan:
             plan.calls_defined_functions = True
             continue
         groups, log = plan_function(g, target)
+        for x in groups:
+            if x.outlined and x.name in (withheld or {}):
+                x.outlined, x.why_not_outlined = False, f"withheld: {withheld[x.name]}"
         plan.groups[g.name] = groups
         plan.log += [f"{g.name}: {line}" for line in log]
         plan.log += [
@@ -78,8 +85,9 @@ def plan_module(module: ir.Module, target: Target) -> FusionPlan:
     return plan
 
 
-def fuse(text: str, target: Target) -> FusionPlan:
-    """Plan and outline a StableHLO module given as text."""
+def fuse(text: str, target: Target, withheld: dict[str, str] | None = None) -> FusionPlan:
+    """Plan and outline a StableHLO module given as text; `withheld`: see
+    plan_module."""
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
     module = ir.Module.parse(text, ctx)
@@ -96,11 +104,11 @@ def fuse(text: str, target: Target) -> FusionPlan:
                 # After minmax: a float max to a scalar is split as the
                 # integer max of its keys, decoded once at the end.
                 rewrites += [f"{name}: {line}" for line in scalars.rewrite_function(op.operation)]
-    plan = plan_module(module, target)
+    plan = plan_module(module, target, withheld)
     viewed = _view_as_rows(plan) if target.is_gpu else []
     if viewed:
         module.operation.verify()
-        plan = plan_module(module, target)
+        plan = plan_module(module, target, withheld)
     plan.log = rewrites + viewed + plan.log
     for g in plan.graphs:
         if g.name in plan.groups:
@@ -118,6 +126,8 @@ def _view_as_rows(plan: FusionPlan) -> list[str]:
     log = []
     for graph in plan.graphs:
         for group in plan.groups.get(graph.name, []):
+            if group.why_not_outlined.startswith("withheld:"):
+                continue
             refused_softmax = group.kind == "softmax-like" and not group.outlined
             if not refused_softmax and group.kind != "row-reduction":
                 continue
@@ -158,9 +168,10 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
         # a second dispatch there.
         hoisted = d.name.startswith("_initializer")
         if name not in groups or (name in matched and not hoisted):
-            raise TilefuseError(
+            raise GroupFailed(
                 f"dispatch {d.name} claims fusion group {name}, "
-                + ("already matched" if name in matched else "which was not outlined")
+                + ("already matched" if name in matched else "which was not outlined"),
+                [name],
             )
         g = groups[name]
         d.group_name, d.group_kind, d.group_hero = g.name, g.kind, g.hero_op
@@ -168,9 +179,10 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
     signatures = {groups[n].signature for n in matched}
     missing = [n for n, g in groups.items() if n not in matched and g.signature not in signatures]
     if missing:
-        raise TilefuseError(
+        raise GroupFailed(
             f"IREE formed {len(matched)} dispatches for {len(groups)} fusion groups; "
-            f"none for {', '.join(missing)}"
+            f"none for {', '.join(missing)}",
+            missing,
         )
 
 

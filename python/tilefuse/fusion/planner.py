@@ -79,11 +79,19 @@ TRANSPOSED_FALLBACK = (
 )
 
 
-def plain_contraction(node) -> bool:
-    """dot_general in matmul layout: leading batch dims, lhs contracts its last
-    dim, rhs its first non-batch dim (no operand transpose needed)."""
-    if node.name != "stablehlo.dot_general":
-        return node.name == "stablehlo.dot"
+# Measured on the corpus (gpt2_block, llama_block): a dot_general with several
+# free dims on one side ([2,16,32] x [32,128]) becomes collapse_shape +
+# linalg.matmul + expand_shape; IREE moves those reshapes out of the dispatches
+# it forms itself, but inside a pre-formed region its codegen fails
+# ('vector.transfer_write ... workgroup distributed contexts') or runs for
+# minutes on the epilogue behind the expand_shape.
+RESHAPED_FALLBACK = (
+    "dot_general with several free dims on one side: ops left to IREE, which moves "
+    "the reshapes of its matmul form out of the dispatch (inside a region it cannot)"
+)
+
+
+def _dot_numbers(node) -> dict[str, list[int]]:
     text = str(node.op.attributes["dot_dimension_numbers"])
     numbers = {}
     for key in (
@@ -96,6 +104,30 @@ def plain_contraction(node) -> bool:
         numbers[key] = (
             [int(x) for x in rest.split("]", 1)[0].split(",") if x.strip()] if sep else []
         )
+    return numbers
+
+
+def reshaped_contraction(node) -> bool:
+    """A dot_general whose linalg form needs reshapes: more than one free
+    (neither batch nor contracting) dim on an operand."""
+    if node.name != "stablehlo.dot_general":
+        return False
+    numbers = _dot_numbers(node)
+    for side, shape in zip(("lhs", "rhs"), node.operand_shapes):
+        bound = len(numbers[f"{side}_batching_dimensions"]) + len(
+            numbers[f"{side}_contracting_dimensions"]
+        )
+        if len(shape or []) - bound > 1:
+            return True
+    return False
+
+
+def plain_contraction(node) -> bool:
+    """dot_general in matmul layout: leading batch dims, lhs contracts its last
+    dim, rhs its first non-batch dim (no operand transpose needed)."""
+    if node.name != "stablehlo.dot_general":
+        return node.name == "stablehlo.dot"
+    numbers = _dot_numbers(node)
     batch = len(numbers["lhs_batching_dimensions"])
     lhs_rank = len(node.operand_shapes[0] or [])
     return (
@@ -377,6 +409,9 @@ def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[s
         if g.outlined and g.kind == "matmul" and not plain_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = TRANSPOSED_FALLBACK
+        elif g.outlined and g.kind == "matmul" and reshaped_contraction(graph.nodes[g.hero]):
+            g.outlined = False
+            g.why_not_outlined = RESHAPED_FALLBACK
     groups = [part for g in groups for part in split.get(g.name, [g])]
     return groups, plan.log
 
