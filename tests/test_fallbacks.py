@@ -285,9 +285,10 @@ def test_blamed_groups_reads_positions_and_dispatch_names():
 
     from tilefuse.fusion import fuse
     from tilefuse.fusion.blame import blamed_groups
+    from tilefuse.strategies import catalogue
     from tilefuse.targets import load_target
 
-    plan = fuse(TWO_DISPATCHES, load_target("vulkan"))
+    plan = fuse(TWO_DISPATCHES, load_target("vulkan"), catalogue())
     loop, reduction = (g.name for g in plan.outlined())
     # The reduce is at line 5, column 24 of the text (the bindings name it "-").
     stderr = "-:5:24: error: 'memref.store' op went wrong\n-:3:8: note: called from\n"

@@ -6,13 +6,14 @@ import tilefuse
 from test_ir import filecheck
 from tilefuse.fusion import fuse
 from tilefuse.fusion.dump import outlined_functions
+from tilefuse.strategies import catalogue
 
 VULKAN = tilefuse.load_target("vulkan")
 
 
 def plan(body: str, args: str, result: str):
     text = f"func.func @main({args}) -> {result} {{\n{body}\n}}\n"
-    return fuse(text, VULKAN), text
+    return fuse(text, VULKAN, catalogue()), text
 
 
 def kinds(p):
@@ -149,7 +150,7 @@ def test_softmax_the_kernel_refuses_unsplit_is_left_to_iree(tmp_path):
     assert "chained reductions" in group.why_not_outlined
     assert "rows of one element" in group.why_not_outlined
     filecheck(
-        outlined_functions(text, VULKAN),
+        outlined_functions(text, VULKAN, catalogue()),
         """
 CHECK: func.func private @main_softmax_like_reduce_2
 CHECK-SAME: tilefuse.fusion_kind = "softmax-like", tilefuse.hero = "stablehlo.reduce", tilefuse.left_to_iree
@@ -338,7 +339,7 @@ func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %3 : tensor<8xf32>
 }
 """
-    p = fuse(text, VULKAN)
+    p = fuse(text, VULKAN, catalogue())
     # The call is inlined first (normalize.py, as IREE's input pipeline does),
     # so abs joins negate's group; the unknown op stays a boundary.
     assert [g.kind for g in p.groups["main"]] == ["loop", "loop"]
@@ -382,7 +383,7 @@ def test_names_are_deterministic_and_local():
         "  %0 = stablehlo.negate %y : tensor<3xf32>\n  return %0 : tensor<3xf32>\n}\n"
         f"func.func @main(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {{\n{body}\n}}\n"
     )
-    c = fuse(text, VULKAN)
+    c = fuse(text, VULKAN, catalogue())
     assert [g.name for g in c.groups["main"]] == [g.name for g in a.all_groups()]
 
 

@@ -28,6 +28,7 @@ from iree.compiler import ir
 from test_ir import filecheck
 from tilefuse.fusion import fuse
 from tilefuse.runtime import CompiledModule
+from tilefuse.strategies import catalogue
 from tilefuse.targets import load_target
 
 
@@ -375,7 +376,7 @@ def test_group_refusal_is_explicit():
     from tilefuse.strategies import softmax
 
     vulkan = load_target("vulkan")
-    plan = fuse(program("layernorm", 4, 64), vulkan)
+    plan = fuse(program("layernorm", 4, 64), vulkan, catalogue())
     (group,) = plan.all_groups()
     graph = plan.graphs[0]
     assert softmax.group_refusal(graph, group, vulkan) is None

@@ -74,11 +74,12 @@ def _fusion_views(args, result) -> None:
     """--dump-fusion (ByteIR-style outlined functions) and explain --fusion
     (groups, and a Graphviz picture of them)."""
     from .fusion import dump
+    from .strategies import catalogue
 
     if args.no_fusion and (args.dump_fusion or getattr(args, "fusion", False)):
         raise TilefuseError("--dump-fusion and --fusion need fusion (drop --no-fusion)")
     if args.dump_fusion:
-        text = dump.outlined_functions(result.program.text, result.target)
+        text = dump.outlined_functions(result.program.text, result.target, catalogue())
         _write_atomically(Path(args.dump_fusion), text.encode())
     if getattr(args, "fusion", False) and result.fusion is None:
         print("fusion: none (the fusion groups were dropped, see the FALLBACK note)")

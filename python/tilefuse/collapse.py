@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from .dispatches import LOAD, STORE
-from .irutil import walk
+from .irutil import iterator_types, walk
 
 
 @dataclass
@@ -58,7 +58,7 @@ def _layout(root: ir.Operation) -> Layout | None:
     attrs = root.attributes
     if root.name != "linalg.generic" or "iterator_types" not in attrs:
         return None
-    iters = ["reduction" in str(a) for a in ir.ArrayAttr(attrs["iterator_types"])]
+    iters = [it == "reduction" for it in iterator_types(root)]
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
     maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(attrs["indexing_maps"])]
     if len(root.results) != 1 or len(maps) != num_inputs + 1 or any(m is None for m in maps):
@@ -116,7 +116,7 @@ def _elementwise_of_loads(value: ir.Value) -> ir.Operation | None:
     if op is None or op.name != "linalg.generic" or len(list(value.uses)) != 1:
         return None
     attrs = op.attributes
-    if any("reduction" in str(a) for a in ir.ArrayAttr(attrs["iterator_types"])):
+    if "reduction" in iterator_types(op):
         return None
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
     if any(not m.is_permutation or _dims(m) != list(range(m.n_dims)) for m in maps):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from .irutil import symbol_name, walk
+from .irutil import iterator_types, symbol_name, walk
 
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
@@ -186,10 +186,7 @@ def _analyse(func, executable: str) -> Dispatch:
     d.root_op = root.name
     attrs = root.attributes
     if "iterator_types" in attrs:
-        d.iterator_types = [
-            "reduction" if "reduction" in str(a) else "parallel"
-            for a in ir.ArrayAttr(attrs["iterator_types"])
-        ]
+        d.iterator_types = iterator_types(root)
     elif root.name.startswith("linalg.") and root.name != "linalg.generic":
         d.problem = f"named op {root.name} (generalize it first)"
     num_inputs = 0
@@ -238,10 +235,7 @@ def _summary(op) -> OpSummary:
     attrs = op.attributes
     s = OpSummary(name=op.name, result_bits=[_element(r.type)[1] for r in op.results])
     if "iterator_types" in attrs:
-        s.iterator_types = [
-            "reduction" if "reduction" in str(a) else "parallel"
-            for a in ir.ArrayAttr(attrs["iterator_types"])
-        ]
+        s.iterator_types = iterator_types(op)
         num_inputs = 0
         if "operandSegmentSizes" in attrs:
             num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]

@@ -37,7 +37,7 @@ from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
 from .fusion.blame import blamed_groups
 from .library import build_library
-from .strategies import STRATEGIES, Choice, choose
+from .strategies import BY_NAME, Choice, catalogue, choose
 from .targets import Target, load_target
 from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile
 from .verify import DispatchReport, kernel_problems, printed_kernels, reports
@@ -93,7 +93,7 @@ def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
 
 def outline_stage(program: Program, target: Target, workdir: Path, withheld: dict[str, str]):
     """Plan fusion groups and wrap each in a flow.dispatch.region (fusion.mlir)."""
-    plan = fusion_pkg.fuse(program.text, target, withheld)
+    plan = fusion_pkg.fuse(program.text, target, catalogue(), withheld)
     (workdir / "fusion.mlir").write_text(plan.text)
     outlined = Program(plan.text, program.name, None, program.functions)
     return outlined, plan
@@ -164,14 +164,13 @@ def alias_stage(
     """SPIR-V: the executable sources with every finished kernel that has
     narrow accesses (aliases.py) spliced in, aliased, and the names of those
     dispatches; None when there is none. Only strategies that declare
-    ALIAS_NARROW_ACCESSES are spliced (their printout compiles as is)."""
+    alias_narrow_accesses are spliced (their printout compiles as is)."""
     if target.backend != "spirv":
         return None
     kernels = printed_kernels(log)
     spliced = {}
     for c in choices:
-        module = dict(STRATEGIES).get(c.strategy)
-        if not getattr(module, "ALIAS_NARROW_ACCESSES", False):
+        if not BY_NAME[c.strategy].alias_narrow_accesses:
             continue
         text, moved = rewrite_kernel(kernels[c.dispatch.name])
         if moved:

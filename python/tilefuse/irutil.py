@@ -47,3 +47,11 @@ def set_tagged(op, setters: dict[str, dict[str, ir.Attribute]]) -> set[str]:
                 inner.attributes[attr] = value
             seen.add(tag)
     return seen
+
+
+def iterator_types(op: ir.Operation) -> list[str]:
+    """A linalg op's iterator types, "parallel" or "reduction" per loop."""
+    return [
+        "reduction" if "reduction" in str(a) else "parallel"
+        for a in ir.ArrayAttr(op.attributes["iterator_types"])
+    ]

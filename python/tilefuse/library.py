@@ -4,7 +4,7 @@ Each strategy in transform_scripts/ is a named sequence whose tunable
 attributes carry a `tilefuse.param` tag. For every dispatch that got a
 strategy, the sequence is cloned under the dispatch's name and its tagged
 attributes are set to the values the strategy module's `attributes(params)`
-builds (through the MLIR Python bindings, not text substitution); a module's
+builds (through the MLIR Python bindings, not text substitution); its
 `edit_sequence(seq, params)`, if any, then drops the steps the chosen layout
 does not need. `@kernel_config` maps each dispatch function, by name, to its
 specialized sequence.
@@ -15,7 +15,7 @@ from iree.compiler import ir
 from .errors import TilefuseError
 from .irutil import set_tagged, symbol_name
 from .paths import TRANSFORM_SCRIPTS
-from .strategies import STRATEGIES, Choice
+from .strategies import BY_NAME, Choice
 
 KERNEL_CONFIG_ENTRY = """
   transform.named_sequence @kernel_config(%variant: !transform.any_op {transform.readonly}) {
@@ -57,14 +57,13 @@ def specialize(
     _module, template = load_template(strategy, ctx)
     seq = template.clone(ip=ip)
     seq.attributes["sym_name"] = ir.StringAttr.get(name, ctx)
-    module = dict(STRATEGIES)[strategy]
-    setters = module.attributes(params, ctx)
+    record = BY_NAME[strategy]
+    setters = record.attributes(params, ctx)
     missing = set(setters) - set_tagged(seq.operation, setters)
     if missing:
         raise TilefuseError(f"{strategy}.mlir lacks tilefuse.param tags: {sorted(missing)}")
-    edit = getattr(module, "edit_sequence", None)
-    if edit is not None:
-        edit(seq.operation, params)
+    if record.edit_sequence is not None:
+        record.edit_sequence(seq.operation, params)
     return seq
 
 

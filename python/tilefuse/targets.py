@@ -5,10 +5,16 @@ counts, vector width) from a Target, never from constants of their own.
 """
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 
 from .errors import TilefuseError
 from .paths import PIPELINES
+
+# Fields that work around IREE or driver bugs rather than state a hardware
+# fact; a pipelines/*.toml sets them under [workarounds].
+WORKAROUNDS = {"bf16_vector_elements", "float_minmax_as_keys"}
+# SPIR-V vectors hold 2 to 4 elements (8 and 16 need the Vector16 capability).
+SPIRV_VECTOR_ELEMENTS = 4
 
 
 @dataclass(frozen=True)
@@ -26,7 +32,8 @@ class Target:
     max_workgroup_count: tuple[int, int, int]
     ptxas_arch: str | None = None
     device_target: str | None = None  # module-carried #hal.device.target
-    bf16_vector_elements: int | None = None  # cap on bf16 vector width, if any
+    # Workaround: cap on bf16 vector width, if any.
+    bf16_vector_elements: int | None = None
     # Threads of a workgroup that packs several short rows (one subgroup
     # each) of a row reduction; preferred_threads when not given.
     packed_row_threads: int | None = None
@@ -36,7 +43,7 @@ class Target:
     # SIMD steps, y and z in loops): a workgroup narrower than a subgroup in
     # x leaves lanes idle, so kernels put their wider thread dim on x.
     subgroups_along_x: bool = False
-    # Float max/min row reductions run on ordered integer keys
+    # Workaround: float max/min row reductions run on ordered integer keys
     # (fusion/minmax.py): IREE's SPIR-V lowering of a lane's vector max/min
     # drops NaN, and scalars instead cost 2.8x on lavapipe.
     float_minmax_as_keys: bool = False
@@ -50,6 +57,25 @@ class Target:
     def is_gpu(self) -> bool:
         return self.backend in ("spirv", "cuda")
 
+    def vector_elements(self, bits: int, bf16: bool = False, native: bool = False) -> int:
+        """Elements of one vector access of `bits`-wide elements: vector_bits
+        of them, capped for bf16 (bf16_vector_elements). `native`: one
+        SPIR-V vector (at most 4 elements), for vectors a kernel keeps in
+        registers and reduces; loads and stores IREE splits itself."""
+        n = max(1, self.vector_bits // bits)
+        if native and self.backend == "spirv":
+            n = min(n, SPIRV_VECTOR_ELEMENTS)
+        if bf16 and self.bf16_vector_elements:
+            n = min(n, self.bf16_vector_elements)
+        return n
+
+    def grid_refusal(self, grid) -> str | None:
+        """Why a launch of `grid` workgroups (x, y, z) exceeds the target, or None."""
+        for axis, (count, limit) in enumerate(zip(grid, self.max_workgroup_count)):
+            if count > limit:
+                return f"grid {'xyz'[axis]} would be {count} > {limit} workgroups"
+        return None
+
 
 def target_names() -> list[str]:
     return sorted(p.stem for p in PIPELINES.glob("*.toml"))
@@ -59,25 +85,24 @@ def load_target(name: str) -> Target:
     path = PIPELINES / f"{name}.toml"
     if not path.is_file():
         raise TilefuseError(f"unknown target '{name}'; known targets: {', '.join(target_names())}")
-    data = tomllib.loads(path.read_text())
-    return Target(
-        name=name,
-        description=data["description"],
-        backend=data["backend"],
-        runtime_driver=data["runtime_driver"],
-        compile_flags=tuple(data["compile_flags"]),
-        subgroup_size=data["subgroup_size"],
-        shared_memory_bytes=data["shared_memory_bytes"],
-        max_threads=data["max_threads"],
-        preferred_threads=data["preferred_threads"],
-        vector_bits=data["vector_bits"],
-        max_workgroup_count=tuple(data["max_workgroup_count"]),
-        ptxas_arch=data.get("ptxas_arch"),
-        device_target=data.get("device_target"),
-        bf16_vector_elements=data.get("bf16_vector_elements"),
-        packed_row_threads=data.get("packed_row_threads"),
-        packed_synced_row_threads=data.get("packed_synced_row_threads"),
-        subgroups_along_x=data.get("subgroups_along_x", False),
-        float_minmax_as_keys=data.get("float_minmax_as_keys", False),
-        row_register_elements=data.get("row_register_elements", 0),
-    )
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TilefuseError(f"not valid TOML: {e}", str(path)) from None
+    workarounds = data.pop("workarounds", {})
+    facts = {f.name: f for f in fields(Target) if f.name != "name" and f.name not in WORKAROUNDS}
+    # A typo must not silently turn a kernel off.
+    for table, given, known in (("", data, facts), ("[workarounds] ", workarounds, WORKAROUNDS)):
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise TilefuseError(f"unknown {table}keys {unknown}; known: {sorted(known)}", str(path))
+    missing = sorted(k for k, f in facts.items() if k not in data and _required(f))
+    if missing:
+        raise TilefuseError(f"missing keys {missing}", str(path))
+    values = {**data, **workarounds}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return Target(name=name, **values)
+
+
+def _required(f) -> bool:
+    return f.default is MISSING and f.default_factory is MISSING

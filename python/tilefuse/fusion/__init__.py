@@ -9,6 +9,7 @@ as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
     minmax.py   float row max/min on ordered i32 keys (SPIR-V targets)
     scalars.py  reductions to a scalar as reductions of rows
     rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n]
+    catalogue.py  what the kernels can take (the planner asks it; the driver builds it)
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
     dump.py     ByteIR-style outlined functions, Graphviz picture
@@ -23,6 +24,7 @@ from ..normalize import normalize
 from ..targets import Target
 from . import minmax, rows, scalars
 from .argminmax import rewrite_function
+from .catalogue import KernelCatalogue
 from .graph import FuncGraph, module_graphs
 from .groups import Group
 from .outline import LOC_PREFIX, outline_function
@@ -49,7 +51,10 @@ class FusionPlan:
 
 
 def plan_module(
-    module: ir.Module, target: Target, withheld: dict[str, str] | None = None
+    module: ir.Module,
+    target: Target,
+    kernels: KernelCatalogue,
+    withheld: dict[str, str] | None = None,
 ) -> FusionPlan:
     """Plan every function of `module` (not modified). Groups named in
     `withheld` (name -> why) are planned but not outlined: an earlier compile
@@ -63,7 +68,7 @@ def plan_module(
             plan.log.append(f"{g.name}: called by func.call, left to IREE's dispatch formation")
             plan.calls_defined_functions = True
             continue
-        groups, log = plan_function(g, target)
+        groups, log = plan_function(g, target, kernels)
         for x in groups:
             if x.outlined and x.name in (withheld or {}):
                 x.outlined, x.why_not_outlined = False, f"withheld: {withheld[x.name]}"
@@ -85,9 +90,14 @@ def plan_module(
     return plan
 
 
-def fuse(text: str, target: Target, withheld: dict[str, str] | None = None) -> FusionPlan:
-    """Plan and outline a StableHLO module given as text; `withheld`: see
-    plan_module."""
+def fuse(
+    text: str,
+    target: Target,
+    kernels: KernelCatalogue,
+    withheld: dict[str, str] | None = None,
+) -> FusionPlan:
+    """Plan and outline a StableHLO module given as text, for the kernels
+    `kernels` describes; `withheld`: see plan_module."""
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
     module = ir.Module.parse(text, ctx)
@@ -104,11 +114,11 @@ def fuse(text: str, target: Target, withheld: dict[str, str] | None = None) -> F
                 # After minmax: a float max to a scalar is split as the
                 # integer max of its keys, decoded once at the end.
                 rewrites += [f"{name}: {line}" for line in scalars.rewrite_function(op.operation)]
-    plan = plan_module(module, target, withheld)
+    plan = plan_module(module, target, kernels, withheld)
     viewed = _view_as_rows(plan) if target.is_gpu else []
     if viewed:
         module.operation.verify()
-        plan = plan_module(module, target, withheld)
+        plan = plan_module(module, target, kernels, withheld)
     plan.log = rewrites + viewed + plan.log
     for g in plan.graphs:
         if g.name in plan.groups:
@@ -186,4 +196,4 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
         )
 
 
-__all__ = ["FusionPlan", "Group", "attach_groups", "fuse", "plan_module"]
+__all__ = ["FusionPlan", "Group", "KernelCatalogue", "attach_groups", "fuse", "plan_module"]

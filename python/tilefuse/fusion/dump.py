@@ -20,6 +20,7 @@ from iree.compiler import ir
 from ..errors import TilefuseError
 from ..targets import Target
 from . import plan_module
+from .catalogue import KernelCatalogue
 from .graph import FuncGraph
 from .groups import Group
 from .outline import HERO_ATTR, KIND_ATTR, clone_splat_operands, schedule
@@ -89,10 +90,10 @@ def _outline_group(module: ir.Module, graph: FuncGraph, group: Group, before) ->
         v.replace_all_uses_except(r, inside)
 
 
-def outlined_functions(text: str, target: Target) -> str:
+def outlined_functions(text: str, target: Target, kernels: KernelCatalogue) -> str:
     """The ByteIR-style view: one private func per group, the caller calls them."""
     module = _parse(text)
-    plan = plan_module(module, target)
+    plan = plan_module(module, target, kernels)
     for graph in plan.graphs:
         groups = plan.groups.get(graph.name)
         if groups is None:

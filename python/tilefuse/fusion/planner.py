@@ -30,6 +30,7 @@ from itertools import pairwise
 
 from ..targets import Target
 from . import pads
+from .catalogue import KernelCatalogue
 from .graph import FuncGraph, bytes_of, value_key
 from .groups import (
     REDUCTION_KINDS,
@@ -138,31 +139,6 @@ def plain_contraction(node) -> bool:
     )
 
 
-def kernel_for(kind: str) -> bool:
-    """Some tilefuse strategy declares it compiles groups of this kind."""
-    from ..strategies import STRATEGIES
-
-    return any(kind in getattr(module, "FUSION_KINDS", ()) for _, module in STRATEGIES)
-
-
-def kernel_refusal(kind: str, graph: FuncGraph, group: Group, target: Target) -> str | None:
-    """Why no strategy declaring `kind` takes this group, or None if one does.
-    A strategy may refuse groups it cannot compile through `group_refusal`;
-    the planner then leaves them to IREE instead of outlining them."""
-    from ..strategies import STRATEGIES
-
-    reasons = []
-    for name, module in STRATEGIES:
-        if kind not in getattr(module, "FUSION_KINDS", ()):
-            continue
-        refusal = getattr(module, "group_refusal", None)
-        why = refusal(graph, group, target) if refusal else None
-        if why is None:
-            return None
-        reasons.append(f"{name}: {why}")
-    return "; ".join(reasons) or f"no tilefuse strategy compiles {kind} groups"
-
-
 def max_bindings(target: Target) -> int:
     """Buffers one dispatch may bind. Vulkan guarantees only a few storage
     buffers per stage; 16 holds on every desktop driver and lavapipe."""
@@ -210,16 +186,9 @@ INNER_RESHAPE = (
 )
 
 
-def reads_through_pads() -> bool:
-    """Some tilefuse strategy reads a root input through a tensor.pad."""
-    from ..strategies import STRATEGIES
-
-    return any(getattr(module, "READS_THROUGH_PADS", False) for _, module in STRATEGIES)
-
-
-def pad_outside(graph: FuncGraph, node) -> str | None:
+def pad_outside(graph: FuncGraph, node, kernels: KernelCatalogue) -> str | None:
     """Why this pad stays outside every group, or None."""
-    if not reads_through_pads():
+    if not kernels.reads_through_pads:
         return "no tilefuse kernel reads through a pad"
     return pads.pad_refusal(graph, node)
 
@@ -243,6 +212,7 @@ class FuncPlan:
 
     graph: FuncGraph
     target: Target
+    kernels: KernelCatalogue
     group_of: dict[int, int] = field(default_factory=dict)  # node -> group id
     members: dict[int, set[int]] = field(default_factory=dict)  # group id -> nodes
     kinds: dict[int, str] = field(default_factory=dict)
@@ -288,7 +258,7 @@ class FuncPlan:
         kind, _ = classify(self.graph, merged)
         if kind == "other":
             return "an op with no fusion rule"
-        why = pads.group_refusal(self.graph, merged, kind, self._loop_shape_refusal)
+        why = pads.group_refusal(self.graph, merged, kind, self._pad_shape_refusal)
         if why:
             return why
         if kind in ("row-reduction", "column-reduction"):
@@ -315,10 +285,10 @@ class FuncPlan:
             return f"{bindings} bindings > {max_bindings(self.target)}"
         return unsafe_duplication(self.graph, merged)
 
-    def _loop_shape_refusal(self, shape: list[int], bits: int, bf16: bool) -> str | None:
-        from ..strategies import loop
-
-        return loop.shape_refusal(shape, bits, bf16, self.target)
+    def _pad_shape_refusal(self, shape: list[int], bits: int, bf16: bool) -> str | None:
+        if self.kernels.pad_shape_refusal is None:
+            return "no tilefuse kernel reads through a pad"
+        return self.kernels.pad_shape_refusal(shape, bits, bf16, self.target)
 
     def merge(self, a: int, b: int) -> None:
         keep, gone = min(a, b), max(a, b)
@@ -361,10 +331,12 @@ def _sibling_pairs(graph: FuncGraph, plan: FuncPlan):
             yield graph.nodes[x], graph.nodes[y]
 
 
-def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[str]]:
-    plan = FuncPlan(graph, target)
+def plan_function(
+    graph: FuncGraph, target: Target, kernels: KernelCatalogue
+) -> tuple[list[Group], list[str]]:
+    plan = FuncPlan(graph, target, kernels)
     for n in graph.nodes:
-        outside = pad_outside(graph, n) if n.name == pads.PAD else None
+        outside = pad_outside(graph, n, kernels) if n.name == pads.PAD else None
         if outside:
             plan.log.append(f"op {n.index}: " + PAD_OUTSIDE.format(why=outside))
         elif groupable(n):
@@ -387,14 +359,14 @@ def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[s
     split: dict[str, list[Group]] = {}
     for g in groups:
         chained = g.outlined and has_chained_reductions(graph, set(g.members))
-        if chained and not kernel_for("softmax-like"):
+        if chained and not kernels.kernel_for("softmax-like"):
             g.outlined = False
             g.why_not_outlined = CHAINED_FALLBACK
-        elif g.outlined and g.kind == "softmax-like" and kernel_for("softmax-like"):
+        elif g.outlined and g.kind == "softmax-like" and kernels.kernel_for("softmax-like"):
             # A kernel exists: outline only the groups it takes, so that none
             # meets IREE's default codegen inside a region.
-            why = kernel_refusal("softmax-like", graph, g, target)
-            parts = split_plan(graph, g, target) if why else None
+            why = kernels.refusal("softmax-like", graph, g, target)
+            parts = split_plan(graph, g, target, kernels) if why else None
             if parts:
                 split[g.name] = parts
                 plan.log.append(
@@ -416,7 +388,9 @@ def plan_function(graph: FuncGraph, target: Target) -> tuple[list[Group], list[s
     return groups, plan.log
 
 
-def split_plan(graph: FuncGraph, group: Group, target: Target) -> list[Group] | None:
+def split_plan(
+    graph: FuncGraph, group: Group, target: Target, kernels: KernelCatalogue
+) -> list[Group] | None:
     """A softmax-like group the kernel refuses, cut after a result it both
     returns and reads again (softmax(x) returned and argmaxed): the ops that
     result depends on, then the rest, which reads it back from memory. None
@@ -432,7 +406,7 @@ def split_plan(graph: FuncGraph, group: Group, target: Target) -> list[Group] | 
     for part in (head, members - head):
         described = _describe(graph, sorted(part))
         if described.kind == "softmax-like":
-            if kernel_refusal("softmax-like", graph, described, target):
+            if kernels.refusal("softmax-like", graph, described, target):
                 return None
         elif has_chained_reductions(graph, part):
             return None

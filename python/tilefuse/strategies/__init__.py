@@ -3,13 +3,26 @@
 A Choice either names a strategy (a named sequence in transform_scripts/) with
 the parameters to specialize it with, or says why no tilefuse strategy applies
 so that IREE's own codegen compiles the dispatch; `explain` prints that reason.
+Every strategy is a `Strategy` record (contract.py); this module lists them.
 """
 
 from dataclasses import dataclass, field
 
 from ..dispatches import Dispatch
+from ..fusion.catalogue import GroupKernel, KernelCatalogue
 from ..targets import Target
 from . import column_reduction, loop, row_reduction, row_warp, softmax
+from .contract import Strategy
+
+# Tried in order; the first that applies wins.
+STRATEGIES: tuple[Strategy, ...] = (
+    loop.STRATEGY,
+    row_warp.STRATEGY,
+    row_reduction.STRATEGY,
+    column_reduction.STRATEGY,
+    softmax.STRATEGY,
+)
+BY_NAME = {s.name: s for s in STRATEGIES}
 
 
 @dataclass
@@ -21,31 +34,50 @@ class Choice:
     failure: str = ""  # a chooser's internal error: IREE's codegen takes the dispatch
 
     def describe_params(self) -> str:
-        module = dict(STRATEGIES).get(self.strategy)
-        return module.describe(self.params) if module else ""
-
-
-# Tried in order; the first that applies wins.
-STRATEGIES = [
-    ("loop", loop),
-    ("row_warp", row_warp),
-    ("row_reduction", row_reduction),
-    ("column_reduction", column_reduction),
-    ("softmax", softmax),
-]
+        return BY_NAME[self.strategy].describe(self.params) if self.strategy else ""
 
 
 def choose(dispatch: Dispatch, target: Target) -> Choice:
     if not target.is_gpu:
         return Choice(dispatch, None, reason=f"target {target.name} uses IREE's CPU codegen")
     reasons = []
-    for name, module in STRATEGIES:
+    for strategy in STRATEGIES:
         try:
-            params, why = module.plan(dispatch, target)
+            params, why = strategy.plan(dispatch, target)
         except Exception as e:  # noqa: BLE001 -- a chooser bug must not cost the compile
-            failure = f"{name} chooser failed: internal error {type(e).__name__}: {e}"
+            failure = f"{strategy.name} chooser failed: internal error {type(e).__name__}: {e}"
             return Choice(dispatch, None, reason=failure, failure=failure)
         if params is not None:
-            return Choice(dispatch, name, params, why)
-        reasons.append(f"{name}: {why}")
+            return Choice(dispatch, strategy.name, params, why)
+        reasons.append(f"{strategy.name}: {why}")
     return Choice(dispatch, None, reason="; ".join(reasons))
+
+
+def catalogue() -> KernelCatalogue:
+    """What these strategies can take, for the fusion planner."""
+    return KernelCatalogue(
+        group_kernels=tuple(
+            GroupKernel(s.name, s.fusion_kinds, s.group_refusal)
+            for s in STRATEGIES
+            if s.fusion_kinds
+        ),
+        pad_shape_refusal=_pad_shape_refusal([s for s in STRATEGIES if s.pad_shape_refusal]),
+    )
+
+
+def _pad_shape_refusal(readers: list[Strategy]):
+    """None when no strategy reads through pads; else a refusal that holds
+    only when every such strategy refuses."""
+    if len(readers) <= 1:
+        return readers[0].pad_shape_refusal if readers else None
+
+    def refusal(shape, bits, bf16, target):
+        reasons = []
+        for s in readers:
+            why = s.pad_shape_refusal(shape, bits, bf16, target)
+            if why is None:
+                return None
+            reasons.append(f"{s.name}: {why}")
+        return "; ".join(reasons)
+
+    return refusal

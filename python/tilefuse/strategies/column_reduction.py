@@ -20,6 +20,7 @@ from iree.compiler import ir
 from ..dispatches import Dispatch
 from ..targets import Target
 from . import attrs
+from .contract import Strategy
 from .sizes import next_pow2
 
 # Body ops split_reduction can recombine (it needs the neutral element).
@@ -86,9 +87,7 @@ def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict |
     # The accumulator vector must be legal too (SPIR-V: at most 4 elements),
     # so an f16 input summed in f32 reads 4-element vectors.
     bits = max(o.bits for o in d.inputs + d.outputs)
-    max_vector = max(1, target.vector_bits // bits)
-    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs):
-        max_vector = min(max_vector, target.bf16_vector_elements)
+    max_vector = target.vector_elements(bits, any(o.element_type == "bf16" for o in d.inputs))
     vector = min(max_vector, next_pow2(kept))
     # A kept dim narrower than a subgroup's vectors is all ragged edge: every
     # load would be masked (lavapipe, 70000x3 f32: 4.6x IREE's time with
@@ -117,9 +116,9 @@ def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict |
     split = _split(reduced, min(limit, cap)) or _smallest_divisor(reduced, cap)
     if split is None:
         return None, f"reduced length {reduced} has no divisor in [2, {cap}] to split it by"
-    for axis, (count, most) in enumerate(zip((grid_x, rows), target.max_workgroup_count)):
-        if count > most:
-            return None, f"grid {'xy'[axis]} would be {count} > {most} workgroups"
+    why_not = target.grid_refusal((grid_x, rows))
+    if why_not:
+        return None, why_not
     # Thread x over the kept columns (coalesced), thread y over the row
     # chunks; swapped when x would be narrower than a subgroup on a target
     # that forms subgroups from x alone (lavapipe: its idle lanes would cost
@@ -196,3 +195,11 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
         "output_vector": attrs.vector_sizes(p["output_vector"], ctx),
         **attrs.workgroup(p["workgroup_dims"], p["subgroup_size"], ctx),
     }
+
+
+STRATEGY = Strategy(
+    name="column_reduction",
+    plan=plan,
+    describe=describe,
+    attributes=attributes,
+)

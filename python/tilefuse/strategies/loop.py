@@ -19,14 +19,12 @@ from iree.compiler import ir
 from ..dispatches import Dispatch
 from ..targets import Target
 from . import attrs
+from .contract import Strategy
 
 MAX_RANK = 4
 # Leading dims beyond the grid's three become vector dims of each thread;
 # keep that vector small.
 MAX_SERIAL_ELEMENTS = 8
-# The fusion planner lets a stablehlo.pad into a group only when some
-# strategy reads through pads (fusion/pads.py says which pads and groups).
-READS_THROUGH_PADS = True
 
 
 def _largest_divisor_at_most(n: int, limit: int) -> int:
@@ -133,9 +131,7 @@ def _layout(
     rank = len(shape)
     n = shape[-1]
     # Vector: as many elements as fit vector_bits, and it must divide the row.
-    max_vector = target.vector_bits // bits
-    if target.bf16_vector_elements and bf16:
-        max_vector = min(max_vector, target.bf16_vector_elements)
+    max_vector = target.vector_elements(bits, bf16)
     vector = 1
     while vector * 2 <= max_vector and n % (vector * 2) == 0:
         vector *= 2
@@ -171,9 +167,9 @@ def _layout(
         math.ceil(shape[-2] / rows) if rank >= 2 else 1,
         shape[-3] if rank >= 3 else 1,
     ]
-    for axis, (count, limit) in enumerate(zip(grid, target.max_workgroup_count)):
-        if count > limit:
-            return None, f"grid {'xyz'[axis]} would be {count} > {limit} workgroups"
+    why_not = target.grid_refusal(grid)
+    if why_not:
+        return None, why_not
 
     lead = list(shape[: max(0, rank - 3)])
     workgroup_tile = (
@@ -211,7 +207,7 @@ def library_params(rank: int, num_inputs: int, target: Target) -> dict:
     target's preferred thread count along the row, 32-bit-sized vectors, all
     transfers masked.
     """
-    vector = max(1, target.vector_bits // 32)
+    vector = target.vector_elements(32)
     threads = target.preferred_threads
     return {
         "root_inputs": list(range(num_inputs)),
@@ -242,3 +238,12 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
         "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
         **attrs.workgroup(p["workgroup_dims"], p["subgroup_size"], ctx),
     }
+
+
+STRATEGY = Strategy(
+    name="loop",
+    plan=plan,
+    describe=describe,
+    attributes=attributes,
+    pad_shape_refusal=shape_refusal,
+)

@@ -33,79 +33,22 @@ from ..dispatches import Dispatch
 from ..irutil import walk
 from ..targets import Target
 from . import attrs
+from .contract import Strategy
+from .row_roots import COMBINERS, NAN_PROPAGATING_MINMAX, lone_reduction_refusal
 from .sizes import next_pow2, packed_rows, pow2_at_most
 
-# Combining ops whose identity the transform dialect knows (the partial
-# accumulator starts at it), by reduction name.
-COMBINERS = {
-    "arith.addf": "add",
-    "arith.addi": "add",
-    "arith.mulf": "mul",
-    "arith.muli": "mul",
-    "arith.maximumf": "max",
-    "arith.maxnumf": "max",
-    "arith.maxsi": "max",
-    "arith.minimumf": "min",
-    "arith.minnumf": "min",
-    "arith.minsi": "min",
-    "arith.andi": "and",
-    "arith.ori": "or",
-}
 # Target vectors (of V elements) per thread when sizing T: enough work per
 # thread to hide the combine, few enough threads to keep it cheap.
 VECTORS_PER_THREAD = 64
-# Float min/max that must propagate NaN (StableHLO's maximum/minimum).
-NAN_PROPAGATING_MINMAX = ("arith.maximumf", "arith.minimumf")
-# Shuffles move 32-bit values; narrower accumulators are packed by IREE's
-# group reduction, wider ones (f64, i64) are not supported by it.
-MAX_ACCUMULATOR_BITS = 32
-
-
-def check(d: Dispatch) -> str | None:
-    """Why the row kernel does not apply, or None."""
-    why_not = d.generic_root_problem()
-    if why_not:
-        return why_not
-    its = d.iterator_types
-    if "reduction" not in its:
-        return "root has no reduction dims"
-    if its.count("reduction") > 1:
-        return f"{its.count('reduction')} reduction dims (IREE did not collapse them)"
-    if its[-1] != "reduction":
-        return "reduced dim is not the innermost loop (a column reduction)"
-    if len(its) == 1:
-        return "rank-1 reduction to a scalar (fusion/scalars.py rewrites those it can as rows; the fusion log says why not this one)"
-    if len(its) - 1 > 3:
-        return f"{len(its) - 1} parallel dims, more than the 3-D grid"
-    if any(s < 0 for s in d.loop_ranges):
-        return "dynamic shapes"
-    if len(d.outputs) != 1:
-        return f"{len(d.outputs)} results (a variadic reduce: fusion/argminmax.py rewrites argmax/argmin over the innermost dim, not this one)"
-    reduced = len(its) - 1
-    if any(dim != reduced for dim in d.input_inner_dims):
-        return "an input is not read along the reduced dim (strided rows)"
-    combiner = d.combiners[0] if d.combiners else None
-    if combiner not in COMBINERS:
-        return f"combiner {combiner} has no known identity"
-    if d.outputs[0].bits > MAX_ACCUMULATOR_BITS:
-        return f"{d.outputs[0].element_type} accumulator (shuffles are 32-bit)"
-    others = len(d.ops) - 1
-    fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
-    fills = d.ops.count("linalg.fill")
-    if others > len(fusable) + fills:
-        return f"{others} ops besides the root, only direct producers are fused"
-    return None
 
 
 def _vector(d: Dispatch, target: Target, n: int) -> int:
     bits = max(o.bits for o in d.inputs) if d.inputs else d.outputs[0].bits
-    vector = max(1, target.vector_bits // bits)
-    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs):
-        vector = min(vector, target.bf16_vector_elements)
+    vector = target.vector_elements(bits, any(o.element_type == "bf16" for o in d.inputs))
     if target.backend == "spirv":
         # SPIR-V vectors hold at most 4 elements: an f32 accumulator of an
         # 8-wide f16 load does not legalize there, so size V by it too.
-        vector = min(vector, max(1, target.vector_bits // d.outputs[0].bits))
+        vector = min(vector, target.vector_elements(d.outputs[0].bits))
         # IREE 3.13 lowers a lane's `vector.reduction <maximumf|minimumf>`
         # of V > 1 elements to a chain of GL.FMax/FMin, which drops NaN
         # (lavapipe: max of a row holding a NaN came back finite). With
@@ -117,7 +60,7 @@ def _vector(d: Dispatch, target: Target, n: int) -> int:
 
 
 def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
-    why_not = check(d)
+    why_not = lone_reduction_refusal(d)
     if why_not:
         return None, why_not
     *rows, n = d.loop_ranges
@@ -156,9 +99,9 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     # Grid: innermost parallel dim to x, then y, z.
     grid = list(reversed(rows[:-1])) + [1] * (3 - parallel)
     grid.insert(0, rows[-1] // per_wg)
-    for axis, (count, limit) in enumerate(zip(grid, target.max_workgroup_count)):
-        if count > limit:
-            return None, f"grid {'xyz'[axis]} would be {count} > {limit} workgroups"
+    why_not = target.grid_refusal(grid)
+    if why_not:
+        return None, why_not
     params = {
         "root_inputs": list(range(len(d.inputs))),
         "root_init": len(d.inputs),
@@ -284,3 +227,12 @@ def edit_sequence(seq: ir.Operation, p: dict) -> None:
         (split,) = [op for op in walk(seq) if op.name == "transform.split_handle"]
         split.results[1].replace_all_uses_with(split.results[0])
         attrs.erase_tagged(seq, {DIVISIBLE, FULL_CHUNKS})
+
+
+STRATEGY = Strategy(
+    name="row_reduction",
+    plan=plan,
+    describe=describe,
+    attributes=attributes,
+    edit_sequence=edit_sequence,
+)

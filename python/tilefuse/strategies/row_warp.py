@@ -41,35 +41,28 @@ from iree.compiler import ir
 from ..dispatches import Dispatch
 from ..irutil import walk
 from ..targets import Target
-from . import attrs, row_reduction, softmax
+from . import attrs, row_reduction, row_roots
+from .contract import Strategy
 from .sizes import packed_rows
-
-# On SPIR-V the tail's one element per lane would make IREE read the whole
-# binding as scalars; the driver moves such accesses onto an alias of the
-# binding and recompiles the finished kernel (aliases.py, driver.alias_stage).
-ALIAS_NARROW_ACCESSES = True
 
 
 def _vector(bits: int, d: Dispatch, n: int, threads: int, target: Target) -> int:
-    vector = max(1, target.vector_bits // bits)
-    if target.backend == "spirv":
-        vector = min(vector, 4)  # SPIR-V vectors hold at most 4 elements
-    if target.bf16_vector_elements and any(o.element_type == "bf16" for o in d.inputs):
-        vector = min(vector, target.bf16_vector_elements)
+    bf16 = any(o.element_type == "bf16" for o in d.inputs)
+    vector = target.vector_elements(bits, bf16, native=True)
     while vector > 1 and threads * vector > n:
         vector //= 2
     return vector
 
 
 def _lone_reduction_refusal(d: Dispatch, target: Target) -> str | None:
-    why_not = row_reduction.check(d)
+    why_not = row_roots.lone_reduction_refusal(d)
     if why_not:
         return why_not
     if len(d.iterator_types) != 2:
         return (
             f"a reduction over [{', '.join(map(str, d.loop_ranges))}] (the kernel takes [rows, n])"
         )
-    if target.backend == "spirv" and d.combiners[0] in row_reduction.NAN_PROPAGATING_MINMAX:
+    if target.backend == "spirv" and d.combiners[0] in row_roots.NAN_PROPAGATING_MINMAX:
         return "a float max/min on SPIR-V (a lane's vector max drops NaN)"
     return None
 
@@ -77,11 +70,11 @@ def _lone_reduction_refusal(d: Dispatch, target: Target) -> str | None:
 def _root_refusal(d: Dispatch, target: Target) -> str | None:
     if not target.row_register_elements:
         return f"target {target.name} has no one-subgroup row kernel (row_register_elements = 0)"
-    if d.iterator_types == softmax.ROOT_ELEMENTWISE:
-        return softmax.check(d)
-    if d.iterator_types == softmax.ROOT_REDUCTION and len(d.combiners) == 1:
+    if d.iterator_types == row_roots.ROOT_ELEMENTWISE:
+        return row_roots.row_ops_refusal(d)
+    if d.iterator_types == row_roots.ROOT_REDUCTION and len(d.combiners) == 1:
         return _lone_reduction_refusal(d, target)
-    if d.iterator_types == softmax.ROOT_REDUCTION:
+    if d.iterator_types == row_roots.ROOT_REDUCTION:
         return "a reduction that reads other reductions (argmax: the chunked softmax kernel)"
     return "root is neither elementwise over the rows nor a lone row reduction"
 
@@ -92,7 +85,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     why_not = _root_refusal(d, target)
     if why_not:
         return None, why_not
-    normalization = d.iterator_types == softmax.ROOT_ELEMENTWISE
+    normalization = d.iterator_types == row_roots.ROOT_ELEMENTWISE
     rows, n = d.loop_ranges
     threads = target.subgroup_size
     if n % threads:
@@ -102,7 +95,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         return None, (
             f"{n // threads} elements per lane > the target's {budget} (row_register_elements)"
         )
-    vector = _vector(softmax.widest_bits(d), d, n, threads, target)
+    vector = _vector(row_roots.widest_bits(d), d, n, threads, target)
     chunk = threads * vector
     chunks = n // chunk
     most = row_reduction.VECTORS_PER_THREAD
@@ -114,10 +107,9 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     per_wg = packed_rows(
         rows, threads, threads, target.packed_row_threads or target.preferred_threads, 0, target
     )
-    if rows // per_wg > target.max_workgroup_count[0]:
-        return None, (
-            f"grid x would be {rows // per_wg} > {target.max_workgroup_count[0]} workgroups"
-        )
+    why_not = target.grid_refusal((rows // per_wg,))
+    if why_not:
+        return None, why_not
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
     params = {
@@ -143,7 +135,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         what = f"{reductions} reductions then the root, row of {n} in registers"
         loops = f"{chunks} chunks of {chunk} unrolled"
     else:
-        what = f"{row_reduction.COMBINERS[d.combiners[0]]}-reduction of rows of {n}"
+        what = f"{row_roots.COMBINERS[d.combiners[0]]}-reduction of rows of {n}"
         loops = f"{chunks} chunks of {chunk}"
     return params, (
         f"{group}{what}: one subgroup per row, {threads} lanes x {vector}-vectors, "
@@ -197,3 +189,16 @@ def edit_sequence(seq: ir.Operation, p: dict) -> None:
         attrs.erase_tagged(seq, {UNROLLED})
     if not p["elementwise_root"]:
         attrs.erase_tagged(seq, {ELEMENTWISE_ROOT})
+
+
+STRATEGY = Strategy(
+    name="row_warp",
+    plan=plan,
+    describe=describe,
+    attributes=attributes,
+    edit_sequence=edit_sequence,
+    # On SPIR-V the tail's one element per lane would make IREE read the
+    # whole binding as scalars; the driver moves such accesses onto an alias
+    # of the binding and recompiles the finished kernel (driver.alias_stage).
+    alias_narrow_accesses=True,
+)

@@ -54,8 +54,15 @@ from iree.compiler import ir
 from ..dispatches import Dispatch
 from ..irutil import element_bits
 from ..targets import Target
-from . import attrs
-from .row_reduction import COMBINERS, MAX_ACCUMULATOR_BITS
+from . import attrs, row_roots
+from .contract import Strategy
+from .row_roots import (
+    MAX_ACCUMULATOR_BITS,
+    ROOT_EPILOGUE,
+    ROOT_KINDS,
+    ROOT_REDUCTION,
+    row_ops_refusal,
+)
 from .sizes import next_pow2, packed_rows
 
 # Target vectors (of V elements) per thread when sizing T, as in
@@ -82,9 +89,7 @@ GROUP_COMBINERS = {
 
 def layout(n: int, bits: int, target: Target) -> tuple[int, int]:
     """(threads T, vector V) for rows of n elements, the widest being `bits`."""
-    vector = max(1, target.vector_bits // bits)
-    if target.backend == "spirv":
-        vector = min(vector, 4)  # SPIR-V vectors hold at most 4 elements
+    vector = target.vector_elements(bits, native=True)
     # V divides the row, so that every thread's tile is a whole V-vector
     # (also in the last, shorter chunk): no masks, no dynamic shapes.
     while n % vector:
@@ -107,12 +112,6 @@ def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
 def _bits(type_: ir.Type) -> int:
     """Element width of a tensor (or scalar) type; 64 for types of no width."""
     return element_bits(type_) or 64
-
-
-def widest_bits(d: Dispatch) -> int:
-    """The widest element a row kernel's vectors hold: of any op's result or input."""
-    results = (b for op in d.op_summaries for b in op.result_bits)
-    return max([*results, *(o.bits for o in d.inputs)])
 
 
 def group_refusal(graph, group, target: Target) -> str | None:
@@ -160,7 +159,7 @@ def group_refusal(graph, group, target: Target) -> str | None:
     bits = max((_bits(r.type) for node in members for r in node.op.results), default=32)
     if bits > MAX_ACCUMULATOR_BITS:
         return f"{bits}-bit elements (shuffles are 32-bit)"
-    if rows > target.max_workgroup_count[0]:
+    if target.grid_refusal((rows,)):
         return f"{rows} rows > {target.max_workgroup_count[0]} workgroups"
     need = shared_bytes(n, len(reduces), bits, target)
     if need > target.shared_memory_bytes:
@@ -168,63 +167,8 @@ def group_refusal(graph, group, target: Target) -> str | None:
     return None
 
 
-# The root's loops: an elementwise op over the rows (softmax's normalized
-# row), the last row reduction (argmax), or an epilogue over one value per
-# row (a mean's sum / N).
-ROOT_ELEMENTWISE = ["parallel", "parallel"]
-ROOT_REDUCTION = ["parallel", "reduction"]
-ROOT_EPILOGUE = ["parallel"]
-
-
-ROOT_KINDS = {
-    tuple(ROOT_ELEMENTWISE): "elementwise",
-    tuple(ROOT_REDUCTION): "reduction",
-    tuple(ROOT_EPILOGUE): "epilogue",
-}
-
-
-def check(d: Dispatch) -> str | None:
-    """Why the kernel does not apply to this dispatch, or None."""
-    if d.problem:
-        return d.problem
-    if d.root_op != "linalg.generic" or tuple(d.iterator_types) not in ROOT_KINDS:
-        return "root is not a linalg.generic over the rows (elementwise, row reduction or one value per row)"
-    if any(s < 0 for s in d.loop_ranges):
-        return "dynamic shapes"
-    if len(d.outputs) != 1:
-        return f"{len(d.outputs)} results"
-    reductions = 0
-    for op in d.op_summaries:
-        if op.name == "linalg.fill":
-            continue
-        if op.name != "linalg.generic":
-            return f"{op.name} in the dispatch"
-        if op.strided_input:
-            return "an op reads a [rows, n] input across the rows (a transposed read)"
-        if op.iterator_types == ["parallel", "reduction"]:
-            reductions += 1
-            if len(op.combiners) != 1 or op.combiners[0] not in COMBINERS:
-                return f"a reduction combining with {op.combiners}"
-        elif op.iterator_types == ROOT_EPILOGUE and d.iterator_types != ROOT_EPILOGUE:
-            return "an op over one value per row that is not the root"
-        elif op.iterator_types not in (ROOT_ELEMENTWISE, ROOT_EPILOGUE):
-            return f"a linalg.generic over {op.iterator_types}"
-        if any(b > MAX_ACCUMULATOR_BITS for b in op.result_bits):
-            return "a result wider than 32 bits (shuffles are 32-bit)"
-    if (
-        d.iterator_types == ROOT_EPILOGUE
-        and sum(o.iterator_types == ROOT_EPILOGUE for o in d.op_summaries) > 1
-    ):
-        return "several ops over one value per row"
-    root_reduces = ROOT_KINDS[tuple(d.iterator_types)] == "reduction"
-    if reductions < 1 + root_reduces:
-        # A lone row reduction is the row kernel's (row_reduction.py).
-        return "no row reduction besides the root"
-    return None
-
-
 def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
-    why_not = check(d)
+    why_not = row_ops_refusal(d)
     if why_not:
         return None, why_not
     if d.iterator_types == ROOT_EPILOGUE:
@@ -233,7 +177,7 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     else:
         rows, n = d.loop_ranges
     sg = target.subgroup_size
-    bits = widest_bits(d)
+    bits = row_roots.widest_bits(d)
     threads, vector = layout(n, bits, target)
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
@@ -254,10 +198,9 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         target,
     )
     shared = per_wg * row_bytes
-    if rows // per_wg > target.max_workgroup_count[0]:
-        return None, (
-            f"grid x would be {rows // per_wg} > {target.max_workgroup_count[0]} workgroups"
-        )
+    why_not = target.grid_refusal((rows // per_wg,))
+    if why_not:
+        return None, why_not
     chunk = threads * vector
     params = {
         "row_tile": [per_wg],
@@ -326,3 +269,14 @@ def edit_sequence(seq: ir.Operation, p: dict) -> None:
     """A row the chunk divides has no peeled chunk: drop its steps."""
     if not p["peel"]:
         attrs.erase_tagged(seq, {RAGGED_TAIL})
+
+
+STRATEGY = Strategy(
+    name="softmax",
+    plan=plan,
+    describe=describe,
+    attributes=attributes,
+    edit_sequence=edit_sequence,
+    fusion_kinds=FUSION_KINDS,
+    group_refusal=group_refusal,
+)

@@ -1,0 +1,53 @@
+"""What tilefuse's kernels can take, as the planner asks it.
+
+The planner never imports the strategies: the driver hands it a
+KernelCatalogue (strategies.catalogue() builds it from the strategy records),
+and tests may hand it a smaller one.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..targets import Target
+
+# (graph, group, target) -> why the kernel refuses the group, or None
+GroupRefusal = Callable[..., str | None]
+# (shape, element bits, bf16, target) -> why no kernel reads through a pad
+# into a root of this shape, or None
+PadShapeRefusal = Callable[[list[int], int, bool, Target], str | None]
+
+
+@dataclass(frozen=True)
+class GroupKernel:
+    name: str  # the strategy's name, for the planner's log
+    kinds: tuple[str, ...]  # group kinds it compiles whole
+    refusal: GroupRefusal | None = None
+
+
+@dataclass(frozen=True)
+class KernelCatalogue:
+    group_kernels: tuple[GroupKernel, ...] = ()
+    pad_shape_refusal: PadShapeRefusal | None = None  # None: no kernel reads through pads
+
+    def kernel_for(self, kind: str) -> bool:
+        """Some kernel declares it compiles groups of this kind."""
+        return any(kind in k.kinds for k in self.group_kernels)
+
+    def refusal(self, kind: str, graph, group, target: Target) -> str | None:
+        """Why no kernel declaring `kind` takes this group, or None if one does."""
+        reasons = []
+        for k in self.group_kernels:
+            if kind not in k.kinds:
+                continue
+            why = k.refusal(graph, group, target) if k.refusal else None
+            if why is None:
+                return None
+            reasons.append(f"{k.name}: {why}")
+        return "; ".join(reasons) or f"no tilefuse kernel compiles {kind} groups"
+
+    @property
+    def reads_through_pads(self) -> bool:
+        return self.pad_shape_refusal is not None
+
+
+NO_KERNELS = KernelCatalogue()

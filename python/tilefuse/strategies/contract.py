@@ -1,0 +1,40 @@
+"""The strategy contract: what every strategy module declares, in one record.
+
+A strategy is a transform script (transform_scripts/<name>.mlir, sequence
+@tilefuse_<name>) plus the Python that decides whether it takes a dispatch
+and with which parameters. The driver, the library writer and the fusion
+planner see strategies only through this record, never through module
+attributes.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from ..dispatches import Dispatch
+from ..targets import Target
+
+# params, or None and why the strategy does not take the dispatch
+Plan = Callable[[Dispatch, Target], tuple[dict | None, str]]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str  # also the script's file name and its sequence @tilefuse_<name>
+    plan: Plan
+    describe: Callable[[dict], str]  # the parameters in one line, for explain
+    # tilefuse.param attribute values for the script, by tag
+    attributes: Callable[[dict, ir.Context], dict]
+    # Drops the script's steps that the chosen parameters do not need.
+    edit_sequence: Callable[[ir.Operation, dict], None] | None = None
+    # Fusion group kinds it compiles whole (the planner outlines them for it),
+    # and why it would refuse one such group (graph, group, target), or None.
+    fusion_kinds: tuple[str, ...] = ()
+    group_refusal: Callable | None = None
+    # Why it refuses a root of this static shape (shape, bits, bf16, target)
+    # that reads through a tensor.pad; None when it never reads through pads.
+    pad_shape_refusal: Callable[[list[int], int, bool, Target], str | None] | None = None
+    # Its finished SPIR-V kernel is spliced with aliased narrow accesses
+    # (kernel/aliases.py): the printout compiles as is.
+    alias_narrow_accesses: bool = False
