@@ -320,19 +320,28 @@ def test_pad_kernel_assembles_for_cuda(target, dtype, literal):
 
 def test_pad_no_kernel_takes_falls_back_to_iree_dispatches(root, monkeypatch):
     # A planner bug would hand IREE a dispatch region holding a pad, which its
-    # GPU codegen cannot compile: the driver names the dispatch and compiles
-    # the program on IREE's own dispatches instead (an error with strict).
-    from references import pad_relu_f32
-    from tilefuse.strategies import loop
+    # GPU codegen cannot compile: the driver names the dispatch and leaves
+    # that group to IREE's own dispatches instead (an error with strict).
+    import dataclasses
 
-    monkeypatch.setattr(loop, "plan", lambda d, target: (None, "refused for the test"))
+    from references import pad_relu_f32
+    from tilefuse import strategies
+
+    refused = dataclasses.replace(
+        strategies.BY_NAME["loop"], plan=lambda d, target: (None, "refused for the test")
+    )
+    monkeypatch.setattr(
+        strategies,
+        "STRATEGIES",
+        tuple(refused if s.name == "loop" else s for s in strategies.STRATEGIES),
+    )
     sample = root / "samples/pad_relu_f32.mlir"
     with pytest.raises(tilefuse.TilefuseError, match="holds a pad .*refused for the test"):
         tilefuse.compile_program(sample, "vulkan", strict=True)
     result = tilefuse.compile_program(sample, "vulkan")
     (note,) = result.notes
-    assert note.startswith("FALLBACK: fusion groups dropped") and "holds a pad" in note, note
-    assert result.fusion is None
+    assert note.startswith("FALLBACK: fusion group main_loop_") and "holds a pad" in note, note
+    assert not result.fusion.outlined()
     inputs, (expected,), tolerance = pad_relu_f32(np.random.default_rng(0))
     got = tilefuse.CompiledModule(result.vmfb, "vulkan").main(*inputs)
     assert np.max(np.abs(got - expected)) <= tolerance
