@@ -2,8 +2,8 @@
 binding (FileCheck on a small kernel; the softmax case end to end is in
 tests/test_row_warp.py)."""
 
-from test_ir import filecheck
-from tilefuse.aliases import rewrite_kernel
+from support import filecheck
+from tilefuse.kernel.aliases import rewrite_kernel
 
 LAYOUT = (
     'layout(<bindings = [#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, '

@@ -1,5 +1,5 @@
 """Argmax/argmin: the variadic stablehlo.reduce JAX emits for
-`jnp.argmax(x, axis=1)`, rewritten by fusion/argminmax.py into two row
+`jnp.argmax(x, axis=1)`, rewritten by hlo/argminmax.py into two row
 reductions that the softmax kernel runs in one dispatch.
 
 Numerics on Vulkan (lavapipe) must equal numpy's argmax/argmin exactly (an
@@ -20,9 +20,8 @@ from conftest import cpu_hypothesis, tensor
 from hypothesis import given
 from hypothesis import strategies as st
 from iree.compiler import ir
-from test_ir import filecheck
-from test_softmax import _ops
-from tilefuse.fusion import argminmax
+from support import filecheck, kernel_ops
+from tilefuse.hlo import argminmax
 from tilefuse.runtime import CompiledModule
 from tilefuse.targets import load_target
 
@@ -289,7 +288,7 @@ CHECK-NEXT: return
 """,
         tmp_path,
     )
-    ops, _module = _ops(kernel)
+    ops, _module = kernel_ops(kernel)
     allocs = sorted(str(op.results[0].type) for op in ops if op.name == "memref.alloc")
     assert allocs == [
         "memref<1x32xi32, #gpu.address_space<workgroup>>",

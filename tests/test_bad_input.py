@@ -1,25 +1,15 @@
 """Bad input: one clear message with a location, exit 1, no traceback, no output file."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import tilefuse
+from support import run_cli
 
 GOOD = """func.func @main(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = stablehlo.exponential %a : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
 """
-
-
-def run_cli(*args):
-    proc = subprocess.run(
-        [sys.executable, "-m", "tilefuse.cli", *args], capture_output=True, text=True, check=False
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def compile_fails(tmp_path, text_or_path, *extra):

@@ -15,7 +15,7 @@ from tilefuse.bench.run import max_abs_error, timing_repeat
 from tilefuse.driver import phase1_executable_sources
 from tilefuse.frontend import load_program
 from tilefuse.irutil import walk
-from tilefuse.ptx import dynamic_shared_bytes, llvm_type_bytes
+from tilefuse.kernel.ptx import dynamic_shared_bytes, llvm_type_bytes
 from tilefuse.targets import load_target
 from tilefuse.toolchain import iree_compile
 

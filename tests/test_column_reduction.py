@@ -18,7 +18,7 @@ from conftest import REDUCE_OPS, cpu_hypothesis, reduce_program
 from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 from references import SAMPLES
-from test_ir import filecheck
+from support import filecheck
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 # Inputs of at most this many elements keep a hypothesis example near 1 s.

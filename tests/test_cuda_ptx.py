@@ -10,24 +10,9 @@ import sys
 
 import pytest
 import tilefuse
+from support import SAMPLE_STRATEGIES
 
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
-
-
-# Each one-dispatch sample and the strategy that must compile it.
-SAMPLE_STRATEGIES = [
-    ("gelu_bf16", "loop"),
-    ("gelu_f32", "loop"),
-    ("bias_scale_chain", "loop"),
-    ("pad_relu_f32", "loop"),
-    ("softmax_f32", "softmax"),  # rows of 1000: not a multiple of a 32-lane warp
-    ("rmsnorm_f32", "row_warp"),  # rows of 1024 and 768: 32 and 24 per lane
-    ("layernorm_f32", "row_warp"),
-    ("column_sum_f16", "column_reduction"),
-    ("column_sum_small", "column_reduction"),
-    ("row_sum_f32", "row_reduction"),
-    ("argmax_f32", "softmax"),
-]
 
 
 @pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("cuda-sm90", "sm_90")])

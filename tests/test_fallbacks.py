@@ -6,7 +6,8 @@ made on purpose here; every fallback module is run against numpy."""
 import numpy as np
 import pytest
 import tilefuse
-from tilefuse import driver, verify
+from tilefuse import driver
+from tilefuse.kernel import verify
 from tilefuse.toolchain import PhaseFailed, first_error
 
 # A loop dispatch (exp) and a row-reduction dispatch (row sums of another input).

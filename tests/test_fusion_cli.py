@@ -1,6 +1,6 @@
 """`tilefuse explain --fusion`, `--dump-fusion` and `--no-fusion` from the command line."""
 
-from test_ir import filecheck
+from support import filecheck
 from tilefuse.cli import main
 
 

@@ -3,17 +3,13 @@ module (FileCheck) and on the plan's groups. Planning only: no iree-compile."""
 
 import pytest
 import tilefuse
-from test_ir import filecheck
+from support import filecheck
+from support import fusion_plan as plan
 from tilefuse.fusion import fuse
 from tilefuse.fusion.dump import outlined_functions
 from tilefuse.strategies import catalogue
 
 VULKAN = tilefuse.load_target("vulkan")
-
-
-def plan(body: str, args: str, result: str):
-    text = f"func.func @main({args}) -> {result} {{\n{body}\n}}\n"
-    return fuse(text, VULKAN, catalogue()), text
 
 
 def kinds(p):

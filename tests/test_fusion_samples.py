@@ -52,7 +52,7 @@ def test_fused_elementwise_groups_still_get_the_loop_strategy(root, tmp_path):
 
 
 def test_dispatches_record_their_group(root, tmp_path):
-    from tilefuse.dispatches import read_dispatches
+    from tilefuse.dispatch.read import read_dispatches
 
     dump = tmp_path / "d"
     result = tilefuse.compile_program(root / "samples/mlp_block_f32.mlir", "vulkan", dump_dir=dump)

@@ -1,11 +1,9 @@
 """FileCheck-style checks of the generated dispatch table and of the kernel
 the loop strategy produces."""
 
-import subprocess
-
 import pytest
 import tilefuse
-from filecheck.finput import FInput  # noqa: F401  (ensures the package is there)
+from support import filecheck
 
 TEXT = """func.func @main(%a: tensor<33x4096xf32>, %b: tensor<4096xf32>) -> tensor<33x4096xf32> {
   %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<4096xf32>) -> tensor<33x4096xf32>
@@ -13,15 +11,6 @@ TEXT = """func.func @main(%a: tensor<33x4096xf32>, %b: tensor<4096xf32>) -> tens
   return %0 : tensor<33x4096xf32>
 }
 """
-
-
-def filecheck(text: str, checks: str, tmp_path) -> None:
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(checks)
-    proc = subprocess.run(
-        ["filecheck", str(check_file)], input=text, capture_output=True, check=False, text=True
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.fixture(scope="module")

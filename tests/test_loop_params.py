@@ -1,6 +1,6 @@
 """Unit tests of the loop chooser: sizes that divide get exact tiles, others masks."""
 
-from tilefuse.dispatches import Dispatch, Operand
+from tilefuse.dispatch.read import Dispatch, Operand
 from tilefuse.strategies import choose
 from tilefuse.strategies.loop import plan
 from tilefuse.targets import load_target

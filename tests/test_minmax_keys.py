@@ -1,5 +1,5 @@
 """Float row max/min on SPIR-V targets, rewritten on ordered i32 keys by
-fusion/minmax.py and run by the softmax kernel with a decode epilogue.
+hlo/minmax.py and run by the softmax kernel with a decode epilogue.
 
 Results must equal numpy exactly, including where it matters most: a NaN
 anywhere in a row gives NaN, infinities; and -0 is below +0 as in IEEE's
@@ -15,8 +15,7 @@ import tilefuse
 from conftest import REDUCE_OPS, cpu_hypothesis, reduce_program
 from hypothesis import given
 from hypothesis import strategies as st
-from test_ir import filecheck
-from test_softmax import _ops
+from support import filecheck, kernel_ops
 from tilefuse.runtime import CompiledModule
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
@@ -168,7 +167,7 @@ CHECK: vector.transfer_write {{.*}}#hal.descriptor_type<storage_buffer>>
 """,
         tmp_path,
     )
-    ops, _module = _ops(kernel)
+    ops, _module = kernel_ops(kernel)
     float_max = [
         op
         for op in ops

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tilefuse
 from iree.compiler import ir
-from test_ir import filecheck
-from tilefuse.normalize import normalize
+from support import filecheck
+from tilefuse.hlo.normalize import normalize
 
 JAX_STYLE = """module @jit_f attributes {mhlo.num_partitions = 1 : i32} {
   func.func public @main(%x: tensor<64x256xf32>, %d: tensor<64x256xf64>)
@@ -78,7 +78,7 @@ def test_jax_style_module_runs(fusion):
 
 
 def test_jax_named_module_from_the_cli(tmp_path):
-    from test_bad_input import run_cli
+    from support import run_cli
 
     src = tmp_path / "jit_f.mlir"
     src.write_text(JAX_STYLE)

@@ -18,8 +18,8 @@ import tilefuse
 from conftest import NUMPY_TYPES, cpu_hypothesis, tensor
 from hypothesis import given
 from hypothesis import strategies as st
-from test_fusion_rules import plan
-from test_ir import filecheck
+from support import filecheck
+from support import fusion_plan as plan
 
 TOLERANCE = {"f32": 1e-6, "f16": 2e-3, "bf16": 1.6e-2, "i32": 0}
 # Padding values as StableHLO literals and as numbers, per dtype.

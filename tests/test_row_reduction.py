@@ -22,13 +22,13 @@ from conftest import REDUCE_OPS, cpu_hypothesis, reduce_program
 from hypothesis import given
 from hypothesis import strategies as st
 from iree.compiler import ir
-from test_ir import filecheck
+from support import filecheck
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 # lavapipe with float max/min left as float reductions and without the
 # one-subgroup row kernel: these tests exercise the row kernel itself (with
 # its scalar reads for max/min, see test_nan_propagates_through_min_max); on
-# the default target fusion/minmax.py moves float row max/min onto integer
+# the default target hlo/minmax.py moves float row max/min onto integer
 # keys and the softmax kernel (tests/test_minmax_keys.py), and rows of up to
 # 64 chunks that split evenly over a subgroup take row_warp
 # (tests/test_row_warp.py).

@@ -19,11 +19,11 @@ import tilefuse
 from conftest import cpu_hypothesis
 from hypothesis import given
 from hypothesis import strategies as st
-from test_ir import filecheck
+from support import filecheck, kernel_ops
 from test_row_reduction import check_case as check_reduction
 from test_row_reduction import row_reduce
-from test_softmax import _ops, inputs, program, reference
 from test_softmax import check_case as check_normalization
+from test_softmax import inputs, program, reference
 from tilefuse.runtime import CompiledModule
 from tilefuse.targets import load_target
 
@@ -87,7 +87,7 @@ def test_other_rows_take_the_chunked_kernel(n, why, tmp_path):
     """Rows that are not a multiple of the subgroup, or too long for the
     register budget, run the chunked kernel; the register kernel's planner
     says which limit refused them."""
-    from tilefuse.dispatches import read_dispatches
+    from tilefuse.dispatch.read import read_dispatches
     from tilefuse.strategies import row_warp
 
     result = tilefuse.compile_program(program("softmax", 4, n), "vulkan", dump_dir=tmp_path)
@@ -144,7 +144,7 @@ CHECK: return
 """,
         tmp_path,
     )
-    ops, _module = _ops(kernel)
+    ops, _module = kernel_ops(kernel)
     names = [op.name for op in ops]
     for absent in ("memref.alloc", "gpu.barrier", "scf.for", "vector.create_mask"):
         assert absent not in names, absent
@@ -168,7 +168,7 @@ def test_ir_layernorm_without_tail(tmp_path):
     reduction (mean, then variance)."""
     kernel, report = kernel_of("layernorm", 128, 768, tmp_path)
     assert "24 chunks of 32 unrolled" in report.reason and "tail" not in report.reason
-    ops, _module = _ops(kernel)
+    ops, _module = kernel_ops(kernel)
     names = [op.name for op in ops]
     assert names.count("gpu.shuffle") == 6
     for absent in ("memref.alloc", "gpu.barrier", "scf.for"):
@@ -273,7 +273,7 @@ def test_row_reduction_on_one_subgroup_hypothesis(rows, lanes, dtype, op):
     ],
 )
 def test_other_reductions_take_the_row_kernel(n, why, tmp_path):
-    from tilefuse.dispatches import read_dispatches
+    from tilefuse.dispatch.read import read_dispatches
     from tilefuse.strategies import row_warp
 
     result = tilefuse.compile_program(row_reduce((4, n), "f32", "add"), "vulkan", dump_dir=tmp_path)

@@ -1,5 +1,5 @@
 """Reductions to a scalar (jnp.sum(x), jnp.max(x)), rewritten by
-fusion/scalars.py as row reductions of a [P, M] view and then of the P
+hlo/scalars.py as row reductions of a [P, M] view and then of the P
 partials, both on the row kernel.
 
 Numerics against numpy (float64) on lavapipe, each case asserting the
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tilefuse
 from conftest import reduce_program, tensor
-from tilefuse.fusion import scalars
+from tilefuse.hlo import scalars
 from tilefuse.runtime import CompiledModule
 
 # The two row kernels: rows that split evenly over a subgroup and have at

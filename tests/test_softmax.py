@@ -24,8 +24,7 @@ import tilefuse
 from conftest import cpu_hypothesis, tensor
 from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
-from iree.compiler import ir
-from test_ir import filecheck
+from support import filecheck, kernel_ops
 from tilefuse.fusion import fuse
 from tilefuse.runtime import CompiledModule
 from tilefuse.strategies import catalogue
@@ -260,22 +259,6 @@ def kernel_of(kind, rows, n, tmp_path, target=CHUNKED):
     return kernel, report
 
 
-def _ops(kernel: str):
-    """Every op of the printed kernel, and the module that keeps them alive."""
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
-    module = ir.Module.parse(kernel, ctx)
-
-    def walk(op):
-        yield op
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    yield from walk(inner.operation)
-
-    return list(walk(module.operation)), module
-
-
 def test_ir_softmax_ragged_row(tmp_path):
     """softmax 256x1000 on lavapipe, rows packed as on a GPU: one 8-lane
     subgroup per row, 16 rows per [8, 16, 1] workgroup (row on thread y), 31
@@ -323,7 +306,7 @@ CHECK-NEXT: return
 """,
         tmp_path,
     )
-    ops, _module = _ops(kernel)
+    ops, _module = kernel_ops(kernel)
     allocs = [str(op.results[0].type) for op in ops if op.name == "memref.alloc"]
     # Per reduction: its accumulator and its result (one subgroup: no slots).
     assert sorted(allocs) == sorted(

@@ -5,7 +5,7 @@ SPIR-V legalizes (a shuffle of the wrong width does not), not numerics."""
 
 import pytest
 import tilefuse
-from test_cuda_ptx import SAMPLE_STRATEGIES
+from support import SAMPLE_STRATEGIES
 
 
 @pytest.mark.parametrize("target", ["vulkan-amd", "vulkan-nvidia"])

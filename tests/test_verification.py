@@ -4,8 +4,8 @@ import pytest
 import tilefuse
 from conftest import reduce_program
 from tilefuse import driver
-from tilefuse.dispatches import read_dispatches
-from tilefuse.verify import PRINT_HEADER, verify
+from tilefuse.dispatch.read import read_dispatches
+from tilefuse.kernel.verify import PRINT_HEADER, verify
 
 TEXT = """func.func @main(%a: tensor<64x64xf32>) -> tensor<64x64xf32> {
   %0 = stablehlo.exponential %a : tensor<64x64xf32>

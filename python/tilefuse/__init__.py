@@ -5,9 +5,10 @@ module = tilefuse.compile("samples/gelu_f32.mlir", target="vulkan")
 out = module.main(x)          # numpy in, numpy out
 """
 
-from . import frontend, verify
+from . import frontend
 from .driver import CompileResult, compile_program
 from .errors import TilefuseError
+from .kernel import verify
 from .runtime import CompiledModule, load
 from .targets import Target, load_target, target_names
 

@@ -143,7 +143,7 @@ def cmd_run(args) -> None:
 
 
 def cmd_flags(args) -> None:
-    from .flags import flag_bundle
+    from .strategies.flags import flag_bundle
 
     print(" ".join(flag_bundle(args.target, Path(args.library_dir) if args.library_dir else None)))
 

@@ -29,18 +29,18 @@ from pathlib import Path
 from iree.compiler import ir
 
 from . import fusion as fusion_pkg
-from . import ptx
-from .aliases import rewrite_kernel, splice
-from .collapse import collapse_column_reductions
-from .dispatches import Dispatch, read_dispatches
+from .dispatch.collapse import collapse_column_reductions
+from .dispatch.read import Dispatch, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
 from .fusion.blame import blamed_groups
-from .library import build_library
+from .kernel import ptx
+from .kernel.aliases import rewrite_kernel, splice
+from .kernel.verify import DispatchReport, kernel_problems, printed_kernels, reports
 from .strategies import BY_NAME, Choice, catalogue, choose
+from .strategies.library import build_library
 from .targets import Target, load_target
 from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile
-from .verify import DispatchReport, kernel_problems, printed_kernels, reports
 
 DEVICE_GLOBAL = "__tilefuse_device"
 

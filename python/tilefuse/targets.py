@@ -44,7 +44,7 @@ class Target:
     # x leaves lanes idle, so kernels put their wider thread dim on x.
     subgroups_along_x: bool = False
     # Workaround: float max/min row reductions run on ordered integer keys
-    # (fusion/minmax.py): IREE's SPIR-V lowering of a lane's vector max/min
+    # (hlo/minmax.py): IREE's SPIR-V lowering of a lane's vector max/min
     # drops NaN, and scalars instead cost 2.8x on lavapipe.
     float_minmax_as_keys: bool = False
     # Elements of a row each lane may keep in registers (N / subgroup size):

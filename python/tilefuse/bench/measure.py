@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import ptx
 from ..driver import compile_program, phase1_executable_sources, phase1_input
 from ..errors import TilefuseError
 from ..frontend import Program
+from ..kernel import ptx
 from ..runtime import CompiledModule, open_device
 from ..targets import Target, load_target, target_names
 from ..toolchain import iree_compile

@@ -1,14 +1,13 @@
 """Fusion planning on StableHLO (hlo-opt): group ops, then outline each group
 as one `flow.dispatch.region` so that IREE makes exactly one dispatch of it.
+The rewrites that run before planning are hlo/'s.
 
-    graph.py    op graph of each function, op classes
+    graph.py    op graph of each function
     groups.py   group kinds and heroes
     rules.py    the fusion kinds as predicates over producer -> consumer edges
     safety.py   XLA's index-safety rule (no silent recomputation)
-    argminmax.py  argmax/argmin reduces rewritten as two plain reductions
-    minmax.py   float row max/min on ordered i32 keys (SPIR-V targets)
-    scalars.py  reductions to a scalar as reductions of rows
-    rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n]
+    rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n],
+                then planned again (fuse)
     catalogue.py  what the kernels can take (the planner asks it; the driver builds it)
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
@@ -20,10 +19,9 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from ..errors import GroupFailed
-from ..normalize import normalize
+from ..hlo import rewrite_module
 from ..targets import Target
-from . import minmax, rows, scalars
-from .argminmax import rewrite_function
+from . import rows
 from .catalogue import KernelCatalogue
 from .graph import FuncGraph, module_graphs
 from .groups import Group
@@ -101,19 +99,7 @@ def fuse(
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
     module = ir.Module.parse(text, ctx)
-    rewrites = [f"input: {line}" for line in normalize(module)]
-    if target.is_gpu:
-        for op in module.body.operations:
-            if op.operation.name == "func.func" and op.operation.regions[0].blocks:
-                name = ir.StringAttr(op.operation.attributes["sym_name"]).value
-                rewrites += [f"{name}: {line}" for line in rewrite_function(op.operation)]
-                if target.float_minmax_as_keys:
-                    rewrites += [
-                        f"{name}: {line}" for line in minmax.rewrite_function(op.operation)
-                    ]
-                # After minmax: a float max to a scalar is split as the
-                # integer max of its keys, decoded once at the end.
-                rewrites += [f"{name}: {line}" for line in scalars.rewrite_function(op.operation)]
+    rewrites = rewrite_module(module, target)
     plan = plan_module(module, target, kernels, withheld)
     viewed = _view_as_rows(plan) if target.is_gpu else []
     if viewed:

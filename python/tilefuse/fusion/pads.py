@@ -27,7 +27,8 @@ log says why.
 
 from collections.abc import Callable
 
-from .graph import FuncGraph, Node, element_bits, element_type
+from ..hlo.ops import element_bits, element_type
+from .graph import FuncGraph, Node
 from .groups import downstream_members
 from .safety import outputs_of
 

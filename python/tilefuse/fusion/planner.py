@@ -28,10 +28,11 @@ are derived from the function, the kind, the hero and the hero's position.
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from ..hlo.ops import bytes_of
 from ..targets import Target
 from . import pads
 from .catalogue import KernelCatalogue
-from .graph import FuncGraph, bytes_of, value_key
+from .graph import FuncGraph, value_key
 from .groups import (
     REDUCTION_KINDS,
     Group,

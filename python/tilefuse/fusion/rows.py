@@ -26,7 +26,8 @@ import math
 
 from iree.compiler import ir
 
-from .graph import FuncGraph, shape_of
+from ..hlo.ops import shape_of
+from .graph import FuncGraph
 from .groups import Group, reduce_dims
 
 

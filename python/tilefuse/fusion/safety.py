@@ -21,7 +21,8 @@ space itself.
 
 from collections import defaultdict
 
-from .graph import EXPENSIVE, FuncGraph, Node
+from ..hlo.ops import EXPENSIVE
+from .graph import FuncGraph, Node
 from .groups import kept_dims, reduce_dims
 
 MAX_DUPLICATED_COST = 4

@@ -8,7 +8,7 @@ Every strategy is a `Strategy` record (contract.py); this module lists them.
 
 from dataclasses import dataclass, field
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 from ..fusion.catalogue import GroupKernel, KernelCatalogue
 from ..targets import Target
 from . import column_reduction, loop, row_reduction, row_warp, softmax

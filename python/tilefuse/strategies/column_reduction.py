@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
 from .contract import Strategy

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 from ..targets import Target
 
 # params, or None and why the strategy does not take the dispatch

@@ -16,7 +16,7 @@ import math
 
 from iree.compiler import ir
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
 from .contract import Strategy

@@ -29,7 +29,7 @@ import math
 
 from iree.compiler import ir
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 from ..irutil import walk
 from ..targets import Target
 from . import attrs

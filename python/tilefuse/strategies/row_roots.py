@@ -3,7 +3,7 @@ row_warp, softmax) ask it: the root's loops, the combining ops whose identity
 the transform dialect knows, and the two root shapes they take (one lone row
 reduction; a chain of ops over [rows, n])."""
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 
 # Combining ops whose identity the transform dialect knows (the partial
 # accumulator starts at it), by reduction name.
@@ -98,13 +98,13 @@ def lone_reduction_refusal(d: Dispatch) -> str | None:
     if its[-1] != "reduction":
         return "reduced dim is not the innermost loop (a column reduction)"
     if len(its) == 1:
-        return "rank-1 reduction to a scalar (fusion/scalars.py rewrites those it can as rows; the fusion log says why not this one)"
+        return "rank-1 reduction to a scalar (hlo/scalars.py rewrites those it can as rows; the fusion log says why not this one)"
     if len(its) - 1 > 3:
         return f"{len(its) - 1} parallel dims, more than the 3-D grid"
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
     if len(d.outputs) != 1:
-        return f"{len(d.outputs)} results (a variadic reduce: fusion/argminmax.py rewrites argmax/argmin over the innermost dim, not this one)"
+        return f"{len(d.outputs)} results (a variadic reduce: hlo/argminmax.py rewrites argmax/argmin over the innermost dim, not this one)"
     reduced = len(its) - 1
     if any(dim != reduced for dim in d.input_inner_dims):
         return "an input is not read along the reduced dim (strided rows)"

@@ -27,7 +27,7 @@ When it applies (else the row kernel or the chunked softmax kernel does):
     subgroups from the row kernel), a combiner with a known identity, a
     32-bit accumulator; on SPIR-V not a NaN-propagating float max/min (a
     lane's vector max drops NaN there; the Vulkan targets rewrite those on
-    integer keys before planning anyway, fusion/minmax.py).
+    integer keys before planning anyway, hlo/minmax.py).
 
 V is a 128-bit vector of the widest element (at most 4 on SPIR-V), halved
 until T*V <= N. R rows share a workgroup [T, R, 1] (R dividing the row count,
@@ -38,7 +38,7 @@ R = 32 1.26x IREE's time, R = 128 0.97x).
 
 from iree.compiler import ir
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 from ..irutil import walk
 from ..targets import Target
 from . import attrs, row_reduction, row_roots

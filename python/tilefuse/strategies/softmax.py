@@ -14,7 +14,7 @@ the root are recomputed in registers where they are read (no row is kept
 anywhere). Only the root's row is written to global memory, once.
 
 The root may instead be a row reduction that reads earlier ones (argmax and
-argmin, which fusion/argminmax.py rewrites as a max of keys, then a min of
+argmin, which hlo/argminmax.py rewrites as a max of keys, then a min of
 the indices holding it): it is then the last reduction, its combine writes
 one value per row to global memory, and there is no root loop. Or it may be
 an epilogue over one value per row (a mean's sum / N, a variance's rsqrt):
@@ -51,7 +51,7 @@ import math
 
 from iree.compiler import ir
 
-from ..dispatches import Dispatch
+from ..dispatch.read import Dispatch
 from ..irutil import element_bits
 from ..targets import Target
 from . import attrs, row_roots
@@ -127,7 +127,7 @@ def group_refusal(graph, group, target: Target) -> str | None:
     for node in members:
         if node.name == "stablehlo.reshape":
             # Of a value from outside (argmax over [B, S, N] viewed as
-            # [B*S, N], fusion/argminmax.py): IREE folds it into the load's
+            # [B*S, N], hlo/argminmax.py): IREE folds it into the load's
             # binding. Inside the group it would stay a reshape in the dispatch.
             if any(p in group.members for p in node.producers):
                 return "a reshape of a value computed in the group"

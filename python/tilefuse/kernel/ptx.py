@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import TilefuseError
+from ..errors import TilefuseError
 
 
 @dataclass

@@ -12,10 +12,10 @@ specialized sequence.
 
 from iree.compiler import ir
 
-from .errors import TilefuseError
-from .irutil import set_tagged, symbol_name
-from .paths import TRANSFORM_SCRIPTS
-from .strategies import BY_NAME, Choice
+from ..errors import TilefuseError
+from ..irutil import set_tagged, symbol_name
+from ..paths import TRANSFORM_SCRIPTS
+from . import BY_NAME, Choice
 
 KERNEL_CONFIG_ENTRY = """
   transform.named_sequence @kernel_config(%variant: !transform.any_op {transform.readonly}) {

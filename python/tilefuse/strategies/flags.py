@@ -11,11 +11,11 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from .irutil import set_tagged, symbol_name, walk
+from ..irutil import set_tagged, symbol_name, walk
+from ..paths import TRANSFORM_SCRIPTS
+from ..targets import Target, load_target
+from . import loop
 from .library import specialize
-from .paths import TRANSFORM_SCRIPTS
-from .strategies import loop
-from .targets import Target, load_target
 
 LIBRARY_RANKS = (1, 2, 3)  # the grid has three dims; rank 4 needs shapes
 LIBRARY_MAX_INPUTS = 8

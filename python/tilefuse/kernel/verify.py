@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from .errors import TilefuseError
-from .irutil import symbol_name, walk
-from .strategies import Choice
+from ..errors import TilefuseError
+from ..irutil import symbol_name, walk
+from ..strategies import Choice
 
 PRINT_HEADER = "[[[ IR printer: ]]]"
 # Ops a combine leaves when warp distribution did not take it apart.

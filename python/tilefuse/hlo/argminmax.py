@@ -39,7 +39,7 @@ import math
 from iree.compiler import ir
 
 from ..frontend import location_text
-from .graph import shape_of
+from .ops import shape_of
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 FLOAT_TYPES = {"f32": 32, "f16": 16, "bf16": 16}

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from .irutil import iterator_types, symbol_name, walk
+from ..irutil import iterator_types, symbol_name, walk
 
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 LOAD = "iree_tensor_ext.dispatch.tensor.load"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from iree.compiler import ir, passmanager
 
-from .errors import TilefuseError
-from .irutil import walk
+from ..errors import TilefuseError
+from ..irutil import walk
 
 
 @dataclass(frozen=True)

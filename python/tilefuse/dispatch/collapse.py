@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from .dispatches import LOAD, STORE
-from .irutil import iterator_types, walk
+from ..irutil import iterator_types, walk
+from .read import LOAD, STORE
 
 
 @dataclass

@@ -37,7 +37,7 @@ from .argminmax import (
     splice,
     tensor_text,
 )
-from .graph import shape_of
+from .ops import shape_of
 
 BODIES = {"stablehlo.maximum": "max", "stablehlo.minimum": "min"}
 

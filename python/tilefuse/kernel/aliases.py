@@ -21,8 +21,8 @@ import math
 
 from iree.compiler import ir
 
-from .errors import TilefuseError
-from .irutil import element_bits, symbol_name, walk
+from ..errors import TilefuseError
+from ..irutil import element_bits, symbol_name, walk
 
 SUBSPAN = "hal.interface.binding.subspan"
 VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast")

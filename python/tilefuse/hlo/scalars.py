@@ -45,7 +45,7 @@ from .argminmax import (
     splice,
     tensor_text,
 )
-from .graph import EXPENSIVE, node_class, shape_of
+from .ops import EXPENSIVE, node_class, shape_of
 
 # Body op -> its identity, by element class. The row kernel combines all of
 # these (strategies/row_reduction.COMBINERS).

@@ -1,0 +1,165 @@
+"""Facts about StableHLO ops and tensor types that every stage before
+codegen asks: the op classes the fusion rules and rewrites use, and shapes,
+element types and sizes of tensor types."""
+
+from iree.compiler import ir
+
+ELEMENTWISE = {
+    "stablehlo." + n
+    for n in [
+        "abs",
+        "add",
+        "and",
+        "atan2",
+        "cbrt",
+        "ceil",
+        "clamp",
+        "compare",
+        "complex",
+        "convert",
+        "cosine",
+        "divide",
+        "exponential",
+        "exponential_minus_one",
+        "floor",
+        "imag",
+        "is_finite",
+        "log",
+        "log_plus_one",
+        "logistic",
+        "maximum",
+        "minimum",
+        "multiply",
+        "negate",
+        "not",
+        "or",
+        "popcnt",
+        "power",
+        "real",
+        "remainder",
+        "round_nearest_afz",
+        "round_nearest_even",
+        "rsqrt",
+        "select",
+        "shift_left",
+        "shift_right_arithmetic",
+        "shift_right_logical",
+        "sign",
+        "sine",
+        "sqrt",
+        "subtract",
+        "tan",
+        "tanh",
+        "xor",
+    ]
+}
+# Elementwise ops that cost a transcendental evaluation per element: never
+# duplicated by the planner (index-safety rule).
+EXPENSIVE = {
+    "stablehlo." + n
+    for n in [
+        "atan2",
+        "cbrt",
+        "cosine",
+        "divide",
+        "exponential",
+        "exponential_minus_one",
+        "log",
+        "log_plus_one",
+        "logistic",
+        "power",
+        "remainder",
+        "rsqrt",
+        "sine",
+        "sqrt",
+        "tan",
+        "tanh",
+    ]
+}
+INDEX_ONLY = {
+    "stablehlo." + n
+    for n in [
+        "broadcast_in_dim",
+        "broadcast",
+        "reshape",
+        "transpose",
+        "slice",
+        "concatenate",
+        "pad",
+        "reverse",
+        "iota",
+    ]
+}
+REDUCE = {"stablehlo.reduce"}
+CONTRACTION = {"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"}
+GATHER_SCATTER = {"stablehlo.gather", "stablehlo.scatter"}
+CONSTANT = {"stablehlo.constant", "arith.constant"}
+TERMINATOR = {"func.return", "stablehlo.return"}
+
+
+def op_class(name: str) -> str:
+    """elementwise, index, reduce, contraction, gather, constant, terminator or other."""
+    for cls, names in (
+        ("elementwise", ELEMENTWISE),
+        ("index", INDEX_ONLY),
+        ("reduce", REDUCE),
+        ("contraction", CONTRACTION),
+        ("gather", GATHER_SCATTER),
+        ("constant", CONSTANT),
+        ("terminator", TERMINATOR),
+    ):
+        if name in names:
+            return cls
+    return "other"
+
+
+def node_class(op: ir.Operation) -> str:
+    """op_class, except that a bitcast_convert between types of one width
+    (same shape) is elementwise; one that changes the width adds or drops a
+    dim and stays "other"."""
+    if op.name == "stablehlo.bitcast_convert":
+        shapes = [shape_of(v.type) for v in (op.operands[0], op.results[0])]
+        if shapes[0] is not None and shapes[0] == shapes[1]:
+            return "elementwise"
+    return op_class(op.name)
+
+
+def try_cast(cls, value):
+    """cls(value), or None when value is not one."""
+    try:
+        return cls(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def shape_of(t: ir.Type) -> list[int] | None:
+    """Static shape of a ranked tensor type; None when dynamic or not a tensor."""
+    st = try_cast(ir.RankedTensorType, t)
+    if st is None or not st.has_static_shape:
+        return None
+    return list(st.shape)
+
+
+def element_type(t: ir.Type) -> ir.Type:
+    st = try_cast(ir.ShapedType, t)
+    return st.element_type if st is not None else t
+
+
+def element_bits(t: ir.Type) -> int:
+    """Width of a tensor's (or scalar's) element type; 32 when it has none."""
+    et = element_type(t)
+    for cls in (ir.IntegerType, ir.FloatType):
+        typed = try_cast(cls, et)
+        if typed is not None:
+            return typed.width
+    return 32
+
+
+def bytes_of(t: ir.Type) -> int:
+    st = try_cast(ir.RankedTensorType, t)
+    if st is None or not st.has_static_shape:
+        return 0
+    count = 1
+    for d in st.shape:
+        count *= d
+    return count * max(element_bits(t), 8) // 8
