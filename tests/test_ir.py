@@ -38,6 +38,33 @@ CHECK: transform.annotate
     )
 
 
+def test_shared_steps_are_defined_once_and_included(tmp_path):
+    """Two dispatches, two specialized sequences: each reaches the shared
+    root-finding step by transform.include, defined once in the library
+    (transform_scripts/common.mlir)."""
+    two = TEXT.replace(
+        "  return %0 : tensor<33x4096xf32>",
+        "  %z = stablehlo.constant dense<0.0> : tensor<f32>\n"
+        "  %s = stablehlo.reduce(%0 init: %z) applies stablehlo.add across dimensions = [1]"
+        " : (tensor<33x4096xf32>, tensor<f32>) -> tensor<33xf32>\n"
+        "  return %0, %s : tensor<33x4096xf32>, tensor<33xf32>",
+    ).replace("-> tensor<33x4096xf32> {", "-> (tensor<33x4096xf32>, tensor<33xf32>) {")
+    result = tilefuse.compile_program(two, "vulkan", strict=True, fusion=False)
+    assert len([r for r in result.reports if r.status == "applied"]) == 2
+    filecheck(
+        result.library,
+        """
+CHECK-COUNT-1: transform.named_sequence @tilefuse_find_root(
+CHECK-NOT: transform.named_sequence @tilefuse_find_root(
+CHECK: transform.named_sequence @tilefuse_{{[a-z_]+}}__main_dispatch
+CHECK: transform.include @tilefuse_find_root failures(propagate)
+CHECK: transform.named_sequence @tilefuse_{{[a-z_]+}}__main_dispatch
+CHECK: transform.include @tilefuse_find_root failures(propagate)
+""",
+        tmp_path,
+    )
+
+
 def test_kernel_after_strategy(compiled, tmp_path):
     _, dump = compiled
     kernels = tilefuse.verify.printed_kernels((dump / "phase2.log").read_text())

@@ -60,22 +60,25 @@
 //   workgroup_dims     the workgroup size [Tx, S, 1] and subgroup size
 //   translation_info   the final pipeline annotation
 module attributes {transform.with_named_sequence} {
+  // Shared steps (transform_scripts/common.mlir), declared here, defined once
+  // in the library the driver writes.
+  transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op)
+
   transform.named_sequence @tilefuse_column_reduction(%dispatch: !transform.any_op {transform.readonly}) {
-    // Step 1. Find the root (the op whose result the dispatch stores) and
-    // the fill of its init. On SPIR-V IREE hands us the dispatch's module, on
-    // CUDA the function (results leave through iree_codegen.store_to_buffer).
-    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
-      : (!transform.any_op) -> !transform.any_op
-    %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
-      : (!transform.any_op) -> !transform.any_op
+    // Step 1. Find the root (the op whose result the dispatch stores: a
+    // shared step, transform_scripts/common.mlir) and the fill of its init.
+    %func, %unfused_root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     // Elementwise producers of the root's inputs (a convert the fusion stage
     // kept as its own op) are fused into the root's body first: the root then
     // reads the dispatch's loads directly and converts in registers.
     transform.apply_patterns to %func {
       transform.apply_patterns.iree.linalg_elementwise_greedy_fusion
     } : !transform.any_op
-    %root = transform.get_producer_of_operand %stores[0]
-      : (!transform.any_op) -> !transform.any_op
+    // The fusion replaced the root: find it again.
+    %func_1, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %init_value = transform.get_operand %root[1] {tilefuse.param = "root_init"}
       : (!transform.any_op) -> !transform.any_value
     %init = transform.get_defining_op %init_value

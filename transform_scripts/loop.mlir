@@ -20,20 +20,16 @@
 //   workgroup_dims     the workgroup size [x, y, z]
 //   translation_info   the final pipeline annotation (workgroup and subgroup size)
 module attributes {transform.with_named_sequence} {
+  // Shared steps (transform_scripts/common.mlir), declared here, defined once
+  // in the library the driver writes.
+  transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op)
+
   transform.named_sequence @tilefuse_loop(%dispatch: !transform.any_op {transform.readonly}) {
-    // Step 1. Find the root: the op whose result the dispatch stores.
-    // IREE hands the strategy the dispatch's module on SPIR-V and the
-    // function itself on CUDA, where results leave through
-    // iree_codegen.store_to_buffer instead of dispatch.tensor.store.
-    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
-      : (!transform.any_op) -> !transform.any_op
-    %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
-      : (!transform.any_op) -> !transform.any_op
-    // A root with several results (a multi-output loop group: y and y * y
-    // both returned) has one store per result: keep it once.
-    %root_per_store = transform.get_producer_of_operand %stores[0]
-      : (!transform.any_op) -> !transform.any_op
-    %root = transform.merge_handles deduplicate %root_per_store : !transform.any_op
+    // Step 1. Find the root: the op whose result the dispatch stores, once
+    // (a shared step: transform_scripts/common.mlir).
+    %func, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 
     // Step 2. Tile the root to workgroups and pull its producers into the
     // tile, so that each workgroup computes them only for its own slice

@@ -60,17 +60,17 @@
 // tail steps. Ops marked `tilefuse.divisible` are the no-tail variant of a
 // step that also has a `tilefuse.ragged_tail` variant; the driver keeps one.
 module attributes {transform.with_named_sequence} {
+  // Shared steps (transform_scripts/common.mlir), declared here, defined once
+  // in the library the driver writes.
+  transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op)
+
   transform.named_sequence @tilefuse_row_reduction(%dispatch: !transform.any_op {transform.readonly}) {
-    // Step 1. Find the root (the op whose result the dispatch stores), the
-    // producers of its inputs and the fill that initializes its result.
-    // On SPIR-V IREE hands the strategy the dispatch's module, on CUDA the
-    // function, where results leave through iree_codegen.store_to_buffer.
-    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
-      : (!transform.any_op) -> !transform.any_op
-    %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
-      : (!transform.any_op) -> !transform.any_op
-    %root = transform.get_producer_of_operand %stores[0]
-      : (!transform.any_op) -> !transform.any_op
+    // Step 1. Find the root (the op whose result the dispatch stores: a
+    // shared step, transform_scripts/common.mlir), the producers of its
+    // inputs and the fill that initializes its result.
+    %func, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %operands = transform.get_operand %root[0] {tilefuse.param = "root_inputs"}
       : (!transform.any_op) -> !transform.any_value
     %producers = transform.get_defining_op %operands

@@ -57,16 +57,16 @@
 //   workgroup_dims     workgroup size [T, R, 1] and the target's subgroup size
 //   translation_info   the final pipeline annotation
 module attributes {transform.with_named_sequence} {
+  // Shared steps (transform_scripts/common.mlir), declared here, defined once
+  // in the library the driver writes.
+  transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op)
+
   transform.named_sequence @tilefuse_softmax(%dispatch: !transform.any_op {transform.readonly}) {
-    // Step 1. Find the root: the op whose result the dispatch stores. On
-    // SPIR-V IREE hands the strategy the dispatch's module, on CUDA the
-    // function, where results leave through iree_codegen.store_to_buffer.
-    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
-      : (!transform.any_op) -> !transform.any_op
-    %func_0 = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
-      : (!transform.any_op) -> !transform.any_op
-    %root = transform.get_producer_of_operand %stores[0]
-      : (!transform.any_op) -> !transform.any_op
+    // Step 1. Find the root, the op whose result the dispatch stores (a
+    // shared step: transform_scripts/common.mlir).
+    %func_0, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 
     // Step 2. R rows per workgroup: tile the root by R rows and fuse every
     // producer (transitively: elementwise ops, reductions, their fills, the

@@ -15,7 +15,7 @@ from ..irutil import set_tagged, symbol_name, walk
 from ..paths import TRANSFORM_SCRIPTS
 from ..targets import Target, load_target
 from . import loop
-from .library import specialize
+from .library import add_shared_steps, specialize
 
 LIBRARY_RANKS = (1, 2, 3)  # the grid has three dims; rank 4 needs shapes
 LIBRARY_MAX_INPUTS = 8
@@ -59,6 +59,7 @@ def build_flags_library(target: Target) -> str:
             actions.append(ir.FlatSymbolRefAttr.get(f"tilefuse_use_loop_{suffix}", ctx))
     matcher.erase()
     action.erase()
+    add_shared_steps(config, ctx)
     for op in walk(entry):
         if op.name == "transform.foreach_match":
             op.attributes["matchers"] = ir.ArrayAttr.get(matchers, ctx)

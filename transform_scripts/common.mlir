@@ -1,0 +1,24 @@
+// Steps every strategy shares, as named sequences a strategy reaches by
+// `transform.include`. A strategy file declares each one it uses (a
+// named_sequence without a body, so the file parses on its own); the library
+// the driver writes (python/tilefuse/strategies/library.py) and `tilefuse
+// flags` carry the definitions below, once.
+module attributes {transform.with_named_sequence} {
+  // The dispatch's function and its root: the op whose result the dispatch
+  // stores. IREE hands a strategy the dispatch's module on SPIR-V and the
+  // function itself on CUDA, where results leave through
+  // iree_codegen.store_to_buffer instead of dispatch.tensor.store. A root
+  // with several results (a multi-output loop group: y and y * y both
+  // returned) has one store per result: it is kept once.
+  transform.named_sequence @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op) {
+    %stores = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %dispatch
+      : (!transform.any_op) -> !transform.any_op
+    %func = transform.get_parent_op %stores <{deduplicate, op_name = "func.func"}>
+      : (!transform.any_op) -> !transform.any_op
+    %root_per_store = transform.get_producer_of_operand %stores[0]
+      : (!transform.any_op) -> !transform.any_op
+    %root = transform.merge_handles deduplicate %root_per_store : !transform.any_op
+    transform.yield %func, %root : !transform.any_op, !transform.any_op
+  }
+}
