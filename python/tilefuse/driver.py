@@ -34,6 +34,7 @@ from .dispatch.read import Dispatch, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
 from .fusion.blame import blamed_groups
+from .irutil import context, one_context_per_compile
 from .kernel import ptx
 from .kernel.aliases import rewrite_kernel, splice
 from .kernel.verify import DispatchReport, kernel_problems, printed_kernels, reports
@@ -75,8 +76,7 @@ def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
         path.write_text(program.text)
         return path
     # Targets IREE does not know (sm_90) travel inside the module.
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
+    ctx = context(unregistered=True)
     module = ir.Module.parse(program.text, ctx)
     body = ir.InsertionPoint.at_block_begin(module.body)
     device = ir.Operation.parse(
@@ -235,7 +235,7 @@ def failing_dispatches(failure: PhaseFailed, active: list[Choice], library: Path
 
 def _sequence_lines(library: Path) -> list[tuple[int, str]]:
     """(first line, dispatch name) of every specialized sequence in the library."""
-    ctx = ir.Context()
+    ctx = context()
     module = ir.Module.parse(library.read_text(), ctx)
     found = []
     for op in module.body.operations:
@@ -313,9 +313,9 @@ def compile_program(
     dispatch formation to IREE. `strict`: see the module docstring.
     `timeout_s` bounds each iree-compile run."""
     target = load_target(target) if isinstance(target, str) else target
-    program = source if isinstance(source, Program) else load_program(source)
     options = Options(tuple(phase1_flags), tuple(phase2_flags), strict, timeout_s)
-    with tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
+    with one_context_per_compile(), tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
+        program = source if isinstance(source, Program) else load_program(source)
         workdir = Path(dump_dir) if dump_dir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         if not fusion:

@@ -11,6 +11,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from .errors import TilefuseError
+from .irutil import context
 
 BYTECODE_MAGIC = b"ML\xefR"
 
@@ -55,7 +56,7 @@ def load_program(source: str | Path | bytes) -> Program:
     else:
         data, name = source.encode(), "<string>"
 
-    ctx = ir.Context()
+    ctx = context()
     if data.startswith(BYTECODE_MAGIC):
         asm: str | bytes = data
     else:

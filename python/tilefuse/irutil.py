@@ -1,5 +1,9 @@
 """Small helpers over the MLIR Python bindings, shared by every stage."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from iree.compiler import ir
 
 PARAM_TAG = "tilefuse.param"
@@ -55,3 +59,32 @@ def iterator_types(op: ir.Operation) -> list[str]:
         "reduction" if "reduction" in str(a) else "parallel"
         for a in ir.ArrayAttr(op.attributes["iterator_types"])
     ]
+
+
+# One MLIR context per kind for the length of one compile (one_context_per_
+# compile): creating a context loads every dialect (about 25 ms each, eleven
+# per compile before). Outside such a scope each call gets a fresh context, so
+# nothing (large constants among it) outlives the compile that parsed it.
+_SCOPE: ContextVar[dict | None] = ContextVar("tilefuse_mlir_contexts", default=None)
+
+
+@contextmanager
+def one_context_per_compile() -> Iterator[None]:
+    token = _SCOPE.set({})
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def context(unregistered: bool = False) -> ir.Context:
+    """An MLIR context; `unregistered` allows ops of dialects it does not
+    know (executable sources and printed kernels carry IREE's)."""
+    scope = _SCOPE.get()
+    if scope is not None and unregistered in scope:
+        return scope[unregistered]
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = unregistered
+    if scope is not None:
+        scope[unregistered] = ctx
+    return ctx

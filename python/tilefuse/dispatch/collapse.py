@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from ..irutil import iterator_types, walk
+from ..irutil import context, iterator_types, walk
 from .read import LOAD, STORE
 
 
@@ -256,8 +256,7 @@ def _root_of(func: ir.Operation) -> ir.Operation | None:
 
 def collapse_column_reductions(sources: str) -> str:
     """The executable sources with column-reduction roots collapsed."""
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
+    ctx = context(unregistered=True)
     module = ir.Module.parse(sources, ctx)
     found = []
     for op in walk(module.operation):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from ..irutil import iterator_types, symbol_name, walk
+from ..irutil import context, iterator_types, symbol_name, walk
 
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
@@ -277,8 +277,7 @@ def _combiners(root, num_inputs: int) -> list[str | None]:
 
 def read_dispatches(sources_text: str) -> list[Dispatch]:
     """Parse `--compile-to=executable-sources` output into Dispatch records."""
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
+    ctx = context(unregistered=True)
     module = ir.Module.parse(sources_text, ctx)
     found = []
     for op in walk(module.operation):

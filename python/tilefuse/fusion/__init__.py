@@ -20,6 +20,7 @@ from iree.compiler import ir
 
 from ..errors import GroupFailed
 from ..hlo import rewrite_module
+from ..irutil import context
 from ..targets import Target
 from . import rows
 from .catalogue import KernelCatalogue
@@ -96,8 +97,7 @@ def fuse(
 ) -> FusionPlan:
     """Plan and outline a StableHLO module given as text, for the kernels
     `kernels` describes; `withheld`: see plan_module."""
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
+    ctx = context(unregistered=True)
     module = ir.Module.parse(text, ctx)
     rewrites = rewrite_module(module, target)
     plan = plan_module(module, target, kernels, withheld)

@@ -18,6 +18,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ..errors import TilefuseError
+from ..irutil import context
 from ..targets import Target
 from . import plan_module
 from .catalogue import KernelCatalogue
@@ -37,8 +38,7 @@ COLOURS = {
 
 
 def _parse(text: str) -> ir.Module:
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
+    ctx = context(unregistered=True)
     return ir.Module.parse(text, ctx)
 
 

@@ -22,7 +22,7 @@ import math
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import element_bits, symbol_name, walk
+from ..irutil import context, element_bits, symbol_name, walk
 
 SUBSPAN = "hal.interface.binding.subspan"
 VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast")
@@ -101,7 +101,7 @@ def kernel_func(module: ir.Module) -> ir.Operation:
 
 def rewrite_kernel(text: str) -> tuple[str, int]:
     """The printed kernel `text` with its narrow accesses aliased, and how many."""
-    ctx = ir.Context()
+    ctx = context()
     module = ir.Module.parse(text, ctx)
     func = kernel_func(module)
     moved = alias_narrow_accesses(func)
@@ -115,7 +115,7 @@ def splice(sources: str, kernels: dict[str, tuple[str, list[int]]]) -> str:
     `kernels` maps a dispatch name to (func text, [x, y, z] workgroups). The
     kernel carries translation_info no_pipeline, so IREE compiles it as is.
     """
-    ctx = ir.Context()
+    ctx = context()
     module = ir.Module.parse(sources, ctx)
     named = [
         op

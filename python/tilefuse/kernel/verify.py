@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import symbol_name, walk
+from ..irutil import context, symbol_name, walk
 from ..strategies import Choice
 
 PRINT_HEADER = "[[[ IR printer: ]]]"
@@ -78,8 +78,7 @@ def _functions_in(chunk: str) -> list[str]:
 
 def _parse_kernel(text: str) -> dict[str, str]:
     kernels = {}
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
+    ctx = context(unregistered=True)
     try:
         module = ir.Module.parse(text, ctx)
     except ir.MLIRError as e:
@@ -92,8 +91,7 @@ def _parse_kernel(text: str) -> dict[str, str]:
 
 
 def _check_kernel(name: str, text: str) -> str | None:
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
+    ctx = context(unregistered=True)
     module = ir.Module.parse(text, ctx)  # keep it alive: func points into it
     func = module.body.operations[0].operation
     if "translation_info" not in func.attributes:

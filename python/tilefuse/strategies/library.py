@@ -15,7 +15,7 @@ carries their definitions once (add_shared_steps).
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import set_tagged, symbol_name
+from ..irutil import context, set_tagged, symbol_name
 from ..paths import TRANSFORM_SCRIPTS
 from . import BY_NAME, Choice
 
@@ -84,7 +84,7 @@ def specialize(
 
 def build_library(choices: list[Choice]) -> str:
     """The library text: specialized strategies and @kernel_config."""
-    ctx = ir.Context()
+    ctx = context()
     chosen = [c for c in choices if c.strategy]
     cases = "".join(
         KERNEL_CONFIG_CASE.format(i=i, dispatch=c.dispatch.name, sequence=sequence_name(c))
