@@ -59,6 +59,8 @@ def cmd_explain(args) -> None:
     _fusion_views(args, result)
     for note in result.notes:
         print(note)
+    for line in result.log:
+        print(f"note: {line}")
     for report in result.reports:
         print(report.line())
     applied = sum(r.status == "applied" for r in result.reports)

@@ -57,6 +57,8 @@ class CompileResult:
     # Program-level fallbacks (fusion dropped, phase 3 dropped), one line each.
     notes: list[str] = field(default_factory=list)
     sources: Path | None = None  # phase 1's executable sources (gone unless dump_dir)
+    # What the stages between phase 1 and 2 did (collapse), one line each.
+    log: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -125,12 +127,14 @@ def phase1_executable_sources(
     return out
 
 
-def collapse_stage(sources: Path) -> None:
-    """Merge adjacent reduced / kept loops of column reductions (collapse.py)."""
+def collapse_stage(sources: Path) -> list[str]:
+    """Merge adjacent reduced / kept loops of column reductions (collapse.py);
+    one line per column reduction it collapsed or left, and why."""
     text = sources.read_text()
-    collapsed = collapse_column_reductions(text)
+    collapsed, log = collapse_column_reductions(text)
     if collapsed is not text:
         sources.write_text(collapsed)
+    return log
 
 
 def choose_strategies(
@@ -401,8 +405,7 @@ def compile_dispatches(
         options.phase1_flags,
         options.timeout_s,
     )
-    if target.is_gpu:
-        collapse_stage(sources)
+    stage_log = collapse_stage(sources) if target.is_gpu else []
     dispatches = read_dispatches(sources.read_text())
     if plan is not None:
         fused.dispatches = dispatches
@@ -415,7 +418,7 @@ def compile_dispatches(
     result = CompileResult(
         vmfb, target, program, reports(choices, failures), library.read_text(), plan
     )
-    result.sources = sources
+    result.sources, result.log = sources, stage_log
     applied = [c for c in choices if c.strategy and c.dispatch.name not in failures]
     result.vmfb, ptx_files = phase3_stage(applied, log, sources, target, workdir, options, result)
     if target.backend == "cuda":

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from ..irutil import context, iterator_types, walk
+from ..errors import TilefuseError
+from ..irutil import context, iterator_types, symbol_name, walk
 from .read import LOAD, STORE
 
 
@@ -53,37 +54,44 @@ def _dims(amap: ir.AffineMap) -> list[int] | None:
     return dims
 
 
-def _layout(root: ir.Operation) -> Layout | None:
-    """The root's loop groups if it is a collapsible column reduction."""
+def _layout(root: ir.Operation) -> tuple[Layout | None, str | None]:
+    """The root's loop groups if it is a collapsible column reduction; else
+    None and why, or None and None when it is no column reduction at all
+    (nothing to say)."""
     attrs = root.attributes
     if root.name != "linalg.generic" or "iterator_types" not in attrs:
-        return None
+        return None, None
     iters = [it == "reduction" for it in iterator_types(root)]
+    rank, parallel = len(iters), iters.count(False)
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
     maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(attrs["indexing_maps"])]
-    if len(root.results) != 1 or len(maps) != num_inputs + 1 or any(m is None for m in maps):
-        return None
-    rank, parallel = len(iters), iters.count(False)
+    first = maps[0] if num_inputs and maps else None
+    if parallel in (0, rank) or not first or first[-1] >= parallel:
+        return None, None  # no column reduction: nothing reduced, or rows
+    if len(root.results) != 1:
+        return None, f"{len(root.results)} results"
+    if len(maps) != num_inputs + 1 or any(m is None for m in maps):
+        return None, "an indexing map that is not a projection of the loops"
     # IREE orders the loops parallel first, then reduced.
-    if iters != [False] * parallel + [True] * (rank - parallel) or parallel == rank:
-        return None
+    if iters != [False] * parallel + [True] * (rank - parallel):
+        return None, "reduced loops are not the innermost loops"
     if maps[-1] != list(range(parallel)):
-        return None
+        return None, "the result is not indexed by the kept loops in order"
     reduced = list(range(parallel, rank))
     for m in maps[:-1]:
         # (batch.., reduced.., kept..) with each group in loop order.
         if len(m) != rank or m[-1] >= parallel:
-            return None
+            return None, "an input is not read along a kept dim innermost"
         start = next((i for i, d in enumerate(m) if d >= parallel), None)
         if start is None or m[start : start + len(reduced)] != reduced:
-            return None
+            return None, "an input's reduced dims are not adjacent and in order"
         outer, inner = m[:start], m[start + len(reduced) :]
         if outer + inner != list(range(parallel)):
-            return None
+            return None, "an input's kept dims are not in loop order"
     layout = Layout(outer, reduced, inner)
     if all(len(g) == 1 for g in layout.groups()):
-        return None  # already (batch?, kept, reduced)
-    return layout
+        return None, None  # already (batch?, kept, reduced)
+    return layout, None
 
 
 def _sizes(order: list[list[int]], dim_sizes: list[int]) -> list[int]:
@@ -182,24 +190,29 @@ def _collapse_elementwise(op: ir.Operation, sizes: list[int]) -> None:
     )
 
 
-def _rewritable(root: ir.Operation, num_inputs: int) -> bool:
-    """Inputs are whole-binding loads, the init a fill, the result only stored."""
+def _rewrite_refusal(root: ir.Operation, num_inputs: int) -> str | None:
+    """Why the root's operands cannot be re-viewed in place, or None: inputs
+    must be whole-binding loads, the init a fill, the result only stored."""
     for i in range(num_inputs):
         value = root.operands[i]
         if _full_load(value) is None and _elementwise_of_loads(value) is None:
-            return False
+            return f"input {i} is not a whole-binding load (nor elementwise of such loads)"
     if _fill_of_empty(root.operands[num_inputs]) is None:
-        return False
-    return all(u.owner.name == STORE for u in root.results[0].uses)
+        return "the init is not a fill of an empty tensor"
+    if not all(u.owner.name == STORE for u in root.results[0].uses):
+        return "the result is used by something else than a store"
+    return None
 
 
-def _rewrite(root: ir.Operation, layout: Layout) -> bool:
-    """Collapse the root's loops; the bindings are re-viewed, no reshape op."""
+def _rewrite(root: ir.Operation, layout: Layout) -> str | None:
+    """Collapse the root's loops (the bindings are re-viewed, no reshape op);
+    None, or why the root was left as it is."""
     ctx = root.context
     attrs = root.attributes
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
-    if not _rewritable(root, num_inputs):
-        return False
+    why = _rewrite_refusal(root, num_inputs)
+    if why:
+        return why
     in_shape = list(ir.RankedTensorType(root.operands[0].type).shape)
     in_map = _dims(ir.AffineMapAttr(ir.ArrayAttr(attrs["indexing_maps"])[0]).value)
     dim_sizes = [0] * len(in_map)
@@ -241,7 +254,7 @@ def _rewrite(root: ir.Operation, layout: Layout) -> bool:
     root.attributes["iterator_types"] = ir.Attribute.parse(
         "[" + ", ".join(f"#linalg.iterator_type<{t}>" for t in iters) + "]", ctx
     )
-    return True
+    return None
 
 
 def _root_of(func: ir.Operation) -> ir.Operation | None:
@@ -254,24 +267,41 @@ def _root_of(func: ir.Operation) -> ir.Operation | None:
     return owner.operation if hasattr(owner, "operation") else None
 
 
-def collapse_column_reductions(sources: str) -> str:
-    """The executable sources with column-reduction roots collapsed."""
+def collapse_column_reductions(sources: str) -> tuple[str, list[str]]:
+    """The executable sources with column-reduction roots collapsed, and one
+    line per column reduction with several reduced or kept loops: collapsed
+    (the loops before and after), or left as IREE wrote it and why."""
     ctx = context(unregistered=True)
     module = ir.Module.parse(sources, ctx)
-    found = []
+    found, log = [], []
     for op in walk(module.operation):
         if op.name != "func.func" or op.parent.operation.name != "builtin.module":
             continue
         if not any(inner.name == LOAD for inner in walk(op)):
             continue
         root = _root_of(op)
-        layout = _layout(root) if root is not None else None
+        layout, why = _layout(root) if root is not None else (None, None)
+        name = symbol_name(op)
         if layout is not None:
-            found.append((root, layout))
+            found.append((name, root, layout))
+        elif why:
+            log.append(f"{name}: column reduction not collapsed: {why}")
+    changed = False
     with ir.Location.unknown(ctx):
         # Rewrite after the walk, not during it.
-        changed = [_rewrite(root, layout) for root, layout in found]
-    if not any(changed):
-        return sources
+        for name, root, layout in found:
+            before = iterator_types(root)
+            why = _rewrite(root, layout)
+            if why:
+                log.append(f"{name}: column reduction not collapsed: {why}")
+                continue
+            after = iterator_types(root)
+            # Post-condition: (batch?, kept, reduced), one reduced loop last.
+            if after[-1] != "reduction" or after.count("reduction") != 1 or len(after) > 3:
+                raise TilefuseError(f"{name}: collapse left loops {after}")
+            log.append(f"{name}: column reduction loops {before} collapsed to {after}")
+            changed = True
+    if not changed:
+        return sources, log
     module.operation.verify()
-    return module.operation.get_asm(enable_debug_info=True)
+    return module.operation.get_asm(enable_debug_info=True), log
