@@ -304,3 +304,34 @@ def test_blamed_groups_reads_positions_and_dispatch_names():
     )
     failed = driver.GroupFailed("no dispatch", [reduction])
     assert blamed_groups(failed, "", "no dispatch", plan, []) == {reduction: "no dispatch"}
+
+
+WHILE_LOOP = """func.func @main(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c3 = stablehlo.constant dense<3> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %e = stablehlo.exponential %x : tensor<16xf32>
+  %r:2 = stablehlo.while(%i = %c0, %v = %e) : tensor<i32>, tensor<16xf32>
+   cond {
+    %p = stablehlo.compare LT, %i, %c3 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %n = stablehlo.add %i, %c1 : tensor<i32>
+    %w = stablehlo.sine %v : tensor<16xf32>
+    stablehlo.return %n, %w : tensor<i32>, tensor<16xf32>
+  }
+  return %r#1 : tensor<16xf32>
+}
+"""
+
+
+def test_control_flow_is_never_a_fusion_group():
+    """A while loop is host control flow for IREE: the planner leaves it out
+    of every group (a region of its own made IREE's codegen fail), the ops
+    around it are fused as usual."""
+    result = tilefuse.compile_program(WHILE_LOOP, "vulkan", strict=True)
+    assert not result.notes
+    assert all("while" not in g.name for g in result.fusion.all_groups())
+    x = np.random.default_rng(4).random(16, np.float32)
+    want = np.sin(np.sin(np.sin(np.exp(x))))
+    np.testing.assert_allclose(_module(result).main(x), want, rtol=1e-5)

@@ -194,16 +194,30 @@ def pad_outside(graph: FuncGraph, node, kernels: KernelCatalogue) -> str | None:
     return pads.pad_refusal(graph, node)
 
 
+# StableHLO ops that IREE never puts inside a dispatch: control flow (its
+# regions become host code) and ops that are no computation. In a region of
+# their own IREE's codegen fails on them ("failed to run translation of
+# source executable" for a while loop).
+NEVER_IN_A_DISPATCH = {
+    "stablehlo.while",
+    "stablehlo.case",
+    "stablehlo.if",
+    "stablehlo.optimization_barrier",
+    "stablehlo.custom_call",
+    "stablehlo.composite",
+}
+
+
 def groupable(node) -> bool:
     """The op may join a group (a pad also needs pad_outside to be None)."""
     if node.cls in GROUPED_CLASSES:
         return True
     # Other StableHLO ops (sort, reduce_window, rng, ...) get a group of their
-    # own so each one still makes exactly one dispatch; custom calls do not.
+    # own so each one still makes exactly one dispatch.
     return (
         node.cls == "other"
         and node.name.startswith("stablehlo.")
-        and (node.name != "stablehlo.custom_call")
+        and node.name not in NEVER_IN_A_DISPATCH
     )
 
 
