@@ -165,6 +165,30 @@ MIXED_RESULTS = (
 )
 
 
+# Measured on the corpus (lax_reduce: sum, max and min of one [8, 16, 24]
+# input over dim 0 or 1; argmax and argmin over an outer axis): the column
+# kernel takes one reduction, and IREE 3.13's default codegen fails on a
+# column region holding several ("vector.transfer_write ... workgroup
+# distributed contexts"). Sibling row reductions keep their multi-output
+# group (IREE compiles it; i32 rows of lax_reduce did fail, left to the
+# group fallback).
+SEVERAL_REDUCES = (
+    "the {kind} group would hold several reductions "
+    "(the column kernel takes one; IREE's codegen fails on such a region)"
+)
+
+
+# Measured on the corpus (adam: the step count, a scalar, returned beside a
+# [64, 64] update; embedding: [4, 16] and a [4, 16, 1] view of it): the loop
+# kernel tiles one root, and IREE 3.13's default codegen cannot distribute a
+# region whose results differ in shape ('memref.store' / 'vector.transfer_
+# write ... workgroup distributed contexts').
+LOOP_SHAPES = (
+    "the loop group would return results of different shapes "
+    "(the loop kernel tiles one root; IREE's codegen fails on such a region)"
+)
+
+
 # A reshape of [1] to [] returned by a group stays a collapse_shape before
 # the dispatch's store (IREE folds no rank-0 view into it), which no kernel
 # takes (and a rank-0 loop root has nothing to tile): it stays outside, a
@@ -280,6 +304,16 @@ class FuncPlan:
             outs = outputs_of(self.graph, merged)
             if len(outs) > 1 and any(self.graph.nodes[i].cls != "reduce" for i in outs):
                 return MIXED_RESULTS.format(kind=kind)
+        if kind == "column-reduction" and (
+            sum(self.graph.nodes[i].cls == "reduce" for i in merged) > 1
+        ):
+            return SEVERAL_REDUCES.format(kind=kind)
+        if kind == "loop":
+            shapes = {
+                tuple(self.graph.nodes[i].shape or ()) for i in outputs_of(self.graph, merged)
+            }
+            if len(shapes) > 1:
+                return LOOP_SHAPES
         if any(
             self.graph.nodes[i].name == "stablehlo.reshape" and self.graph.nodes[i].shape == []
             for i in outputs_of(self.graph, merged)
@@ -399,8 +433,29 @@ def plan_function(
         elif g.outlined and g.kind == "matmul" and reshaped_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = RESHAPED_FALLBACK
+        elif g.outlined and folded_by_iree(graph, set(g.members)):
+            g.outlined = False
+            g.why_not_outlined = FOLDED
     groups = [part for g in groups for part in split.get(g.name, [g])]
     return groups, plan.log
+
+
+# Measured on the corpus (lax_shape: jnp's index arithmetic for a
+# dynamic_slice, `select(c, a + b, c')` on i32 constants): IREE folds such a
+# computation, so a region around it leaves no dispatch, and attach_groups
+# found none for the group.
+FOLDED = "scalars computed from constants only: IREE folds them, no dispatch is left"
+
+
+def folded_by_iree(graph: FuncGraph, members: set[int]) -> bool:
+    """Every value the group reads is a constant, and every result a scalar."""
+    for i in members:
+        for p in graph.nodes[i].producers:
+            if p in members:
+                continue
+            if p < 0 or graph.nodes[p].cls != "constant":
+                return False
+    return all(graph.nodes[i].shape == [] for i in outputs_of(graph, members))
 
 
 def split_plan(
