@@ -212,22 +212,6 @@ def test_sibling_column_reductions_stay_apart():
     assert any("would hold several reductions" in line for line in p.log), p.log
 
 
-def test_loop_group_returns_one_shape():
-    """A scalar beside a tensor (Adam's step count beside an update): the loop
-    kernel tiles one root and IREE's codegen fails on such a region."""
-    p, _ = plan(
-        """  %one = stablehlo.constant dense<1.0> : tensor<f32>
-  %t = stablehlo.add %step, %one : tensor<f32>
-  %b = stablehlo.broadcast_in_dim %t, dims = [] : (tensor<f32>) -> tensor<8x8xf32>
-  %u = stablehlo.multiply %x, %b : tensor<8x8xf32>
-  return %t, %u : tensor<f32>, tensor<8x8xf32>""",
-        "%step: tensor<f32>, %x: tensor<8x8xf32>",
-        "(tensor<f32>, tensor<8x8xf32>)",
-    )
-    assert len(p.all_groups()) == 2, kinds(p)
-    assert any("results of different shapes" in line for line in p.log), p.log
-
-
 MATMUL = """  %d = stablehlo.dot_general %a, %b, contracting_dims = [1] x [DIM] : (tensor<16x32xf32>, tensor<BSHAPExf32>) -> tensor<16x64xf32>
   %bb = stablehlo.broadcast_in_dim %bias, dims = [1] : (tensor<64xf32>) -> tensor<16x64xf32>
   %0 = stablehlo.add %d, %bb : tensor<16x64xf32>

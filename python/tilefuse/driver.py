@@ -1,12 +1,12 @@
 """The compile pipeline, top to bottom.
 
-    load -> plan and outline fusion groups -> phase 1 (executable sources)
-    -> read dispatches -> choose strategies -> write the transform library
+    load -> hlo rewrites, plan and outline fusion groups -> phase 1 (executable sources)
+    -> collapse, read dispatches -> choose strategies -> write the transform library
     -> phase 2 (vmfb) -> verify
     [-> SPIR-V only: splice kernels with narrow accesses aliased -> phase 3]
 
 Every stage is one small function; `compile_program` reads like the diagram
-in DESIGN.md.
+in docs/architecture.md.
 
 The promise: a program plain iree-compile compiles, tilefuse compiles too.
 So nothing tilefuse adds may cost the compile; each failure is undone at the
@@ -15,8 +15,12 @@ smallest scale that removes it, and reported (never silent):
     kernel that fails verify.py) is withdrawn from that dispatch, which IREE's
     codegen then compiles (report status "failed", the error as reason);
   - phase 3 failing keeps phase 2's module (a note says so);
-  - the fusion stage failing (a planner error, IREE rejecting or splitting an
-    outlined group) compiles the program on IREE's own dispatches (a note).
+  - a fusion group that fails (an IREE error at one of its ops' positions,
+    a dispatch of it named, no dispatch formed for it) is left to IREE and
+    the program compiles again with the other groups (compile_fused, a note
+    per group, fusion/blame.py finds the group);
+  - a fusion failure that names no group compiles the program on IREE's own
+    dispatches (a note).
 `strict=True` (`--strict`) turns each of these into an error instead.
 """
 

@@ -178,17 +178,6 @@ SEVERAL_REDUCES = (
 )
 
 
-# Measured on the corpus (adam: the step count, a scalar, returned beside a
-# [64, 64] update; embedding: [4, 16] and a [4, 16, 1] view of it): the loop
-# kernel tiles one root, and IREE 3.13's default codegen cannot distribute a
-# region whose results differ in shape ('memref.store' / 'vector.transfer_
-# write ... workgroup distributed contexts').
-LOOP_SHAPES = (
-    "the loop group would return results of different shapes "
-    "(the loop kernel tiles one root; IREE's codegen fails on such a region)"
-)
-
-
 # A reshape of [1] to [] returned by a group stays a collapse_shape before
 # the dispatch's store (IREE folds no rank-0 view into it), which no kernel
 # takes (and a rank-0 loop root has nothing to tile): it stays outside, a
@@ -308,12 +297,6 @@ class FuncPlan:
             sum(self.graph.nodes[i].cls == "reduce" for i in merged) > 1
         ):
             return SEVERAL_REDUCES.format(kind=kind)
-        if kind == "loop":
-            shapes = {
-                tuple(self.graph.nodes[i].shape or ()) for i in outputs_of(self.graph, merged)
-            }
-            if len(shapes) > 1:
-                return LOOP_SHAPES
         if any(
             self.graph.nodes[i].name == "stablehlo.reshape" and self.graph.nodes[i].shape == []
             for i in outputs_of(self.graph, merged)
