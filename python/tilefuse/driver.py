@@ -37,7 +37,7 @@ from .dispatch.collapse import collapse_column_reductions
 from .dispatch.read import Dispatch, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
-from .fusion.blame import blamed_groups
+from .fusion.blame import blamed_groups, file_positions
 from .irutil import context, one_context_per_compile
 from .kernel import ptx
 from .kernel.aliases import rewrite_kernel, splice
@@ -249,9 +249,9 @@ def _sequence_lines(library: Path) -> list[tuple[int, str]]:
     for op in module.body.operations:
         op = op.operation
         name = ir.StringAttr(op.attributes["sym_name"]).value
-        line = re.match(r"loc\(\"[^\"]*\":(\d+):", str(op.location))
-        if "__" in name and line:
-            found.append((int(line.group(1)), name.split("__", 1)[1]))
+        position = next(file_positions(op.location), None)
+        if "__" in name and position:
+            found.append((position[1], name.split("__", 1)[1]))
     return sorted(found)
 
 

@@ -10,15 +10,13 @@ An error names a group in one of three ways:
 """
 
 import re
+from collections.abc import Iterator
 
 from ..errors import GroupFailed
 from .graph import FuncGraph
 
 # "file:line:col: error: message", as IREE prints a diagnostic.
 _ERROR = re.compile(r"^([^\s:'\"]+):(\d+):(\d+): error: (.*)$", re.MULTILINE)
-# "file":line:col inside a printed location, possibly nested in fused or
-# callsite locations (inlined calls).
-_LOCATION = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 
 def blamed_groups(
@@ -52,11 +50,26 @@ def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def file_positions(loc) -> Iterator[tuple[str, int, int]]:
+    """(file, line, column) of every file location in `loc`, through callsite
+    (inlined calls), fused and named locations."""
+    if hasattr(loc, "filename"):
+        yield loc.filename, loc.start_line, loc.start_col
+    elif hasattr(loc, "callee"):
+        yield from file_positions(loc.callee)
+        yield from file_positions(loc.caller)
+    elif hasattr(loc, "locations"):
+        for inner in loc.locations:
+            yield from file_positions(inner)
+    elif hasattr(loc, "child_loc"):
+        yield from file_positions(loc.child_loc)
+
+
 def _touches(graph: FuncGraph, members, position: tuple[str, str, str]) -> bool:
     f, line, col = position
     for i in members:
-        for g, l2, c2 in _LOCATION.findall(str(graph.nodes[i].op.location)):
-            if (l2, c2) == (line, col) and (g == f or _base(g) == _base(f)):
+        for g, l2, c2 in file_positions(graph.nodes[i].op.location):
+            if (str(l2), str(c2)) == (line, col) and (g == f or _base(g) == _base(f)):
                 return True
     return False
 
