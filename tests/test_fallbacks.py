@@ -351,3 +351,28 @@ def test_scalars_from_constants_are_left_to_iree_folding():
     assert any("IREE folds them" in line for line in result.fusion.log), result.fusion.log
     x = np.random.default_rng(5).random((16, 8), np.float32)
     np.testing.assert_allclose(_module(result).main(x), np.exp(x[8:12]), rtol=1e-5)
+
+
+REVERSED_SOFTMAX = """func.func @main(%x: tensor<8x32xf32>) -> tensor<8x32xf32> {
+  %r = stablehlo.reverse %x, dims = [1] : tensor<8x32xf32>
+  %e = stablehlo.exponential %r : tensor<8x32xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%e init: %z) applies stablehlo.add across dimensions = [1]
+    : (tensor<8x32xf32>, tensor<f32>) -> tensor<8xf32>
+  %b = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<8xf32>) -> tensor<8x32xf32>
+  %d = stablehlo.divide %e, %b : tensor<8x32xf32>
+  return %d : tensor<8x32xf32>
+}
+"""
+
+
+def test_row_kernels_refuse_a_root_that_gathers():
+    """IREE reads a reversed row by tensor.extract in the root's body; the
+    row kernels refuse it up front (row_warp used to fail in phase 2 and be
+    withdrawn), so the strict compile succeeds on IREE's codegen."""
+    result = tilefuse.compile_program(REVERSED_SOFTMAX, "vulkan", strict=True)
+    assert all(r.status == "fallback" for r in result.reports), [r.line() for r in result.reports]
+    assert any("gathers by tensor.extract" in r.reason for r in result.reports)
+    x = np.random.default_rng(6).random((8, 32), np.float32)
+    e = np.exp(x[:, ::-1])
+    np.testing.assert_allclose(_module(result).main(x), e / e.sum(1, keepdims=True), rtol=1e-5)

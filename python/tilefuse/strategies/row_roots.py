@@ -50,6 +50,9 @@ def row_ops_refusal(d: Dispatch) -> str | None:
         return d.problem
     if d.root_op != "linalg.generic" or tuple(d.iterator_types) not in ROOT_KINDS:
         return "root is not a linalg.generic over the rows (elementwise, row reduction or one value per row)"
+    why_not = d.generic_root_problem()  # a root that gathers (a reversed row)
+    if why_not:
+        return why_not
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
     if len(d.outputs) != 1:
