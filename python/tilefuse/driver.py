@@ -37,15 +37,15 @@ from .dispatch.collapse import collapse_column_reductions
 from .dispatch.read import Dispatch, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
-from .fusion.blame import blamed_groups, file_positions
-from .irutil import context, one_context_per_compile
+from .fusion.blame import blamed_groups
+from .irutil import context, file_positions, one_context_per_compile
 from .kernel import ptx
 from .kernel.aliases import rewrite_kernel, splice
 from .kernel.verify import DispatchReport, kernel_problems, printed_kernels, reports
 from .strategies import BY_NAME, Choice, catalogue, choose
 from .strategies.library import build_library
 from .targets import Target, load_target
-from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile
+from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile, mentions
 
 DEVICE_GLOBAL = "__tilefuse_device"
 
@@ -58,7 +58,7 @@ class CompileResult:
     reports: list[DispatchReport]
     library: str
     fusion: "fusion_pkg.FusionPlan | None" = None  # None: IREE's own dispatch formation
-    # Program-level fallbacks (fusion dropped, phase 3 dropped), one line each.
+    # Program-level fallbacks (groups left to IREE, fusion or phase 3 dropped).
     notes: list[str] = field(default_factory=list)
     sources: Path | None = None  # phase 1's executable sources (gone unless dump_dir)
     # What the stages between phase 1 and 2 did (collapse), one line each.
@@ -149,7 +149,7 @@ def choose_strategies(
         # IREE 3.13's GPU codegen fails on a pad inside a dispatch region (a
         # memref.store outside any distributed context); the planner lets a
         # pad in only where the loop kernel reads through it, so this is a
-        # planner bug: fall back to IREE's own dispatches (compile_program).
+        # planner bug: its group is left to IREE (compile_fused).
         if fused and target.is_gpu and c.strategy is None and "tensor.pad" in c.dispatch.ops:
             raise GroupFailed(
                 f"dispatch {c.dispatch.name} holds a pad that no tilefuse kernel reads "
@@ -233,10 +233,7 @@ def failing_dispatches(failure: PhaseFailed, active: list[Choice], library: Path
         if before:
             blamed.add(before[-1])
     named = [
-        c
-        for c in active
-        if c.dispatch.name in blamed
-        or re.search(rf"(?<!\w){re.escape(c.dispatch.name)}(?!\w)", failure.stderr)
+        c for c in active if c.dispatch.name in blamed or mentions(failure.stderr, c.dispatch.name)
     ]
     return named
 
@@ -428,7 +425,7 @@ def compile_dispatches(
     if target.backend == "cuda":
         if not ptx_files:
             raise TilefuseError("phase 2 wrote no PTX to check")
-        attach_ptxas(result.reports, ptx_files or [], target.ptxas_arch)
+        attach_ptxas(result.reports, ptx_files, target.ptxas_arch)
     return result
 
 

@@ -88,3 +88,18 @@ def context(unregistered: bool = False) -> ir.Context:
     if scope is not None:
         scope[unregistered] = ctx
     return ctx
+
+
+def file_positions(loc) -> Iterator[tuple[str, int, int]]:
+    """(file, line, column) of every file location in `loc`, through callsite
+    (inlined calls), fused and named locations."""
+    if hasattr(loc, "filename"):
+        yield loc.filename, loc.start_line, loc.start_col
+    elif hasattr(loc, "callee"):
+        yield from file_positions(loc.callee)
+        yield from file_positions(loc.caller)
+    elif hasattr(loc, "locations"):
+        for inner in loc.locations:
+            yield from file_positions(inner)
+    elif hasattr(loc, "child_loc"):
+        yield from file_positions(loc.child_loc)

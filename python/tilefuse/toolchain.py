@@ -75,3 +75,8 @@ def first_error(stderr: str) -> str:
         return "iree-compile crashed" + (f": {said[-1]}" if said else "")
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "iree-compile failed with no message"
+
+
+def mentions(output: str, name: str) -> bool:
+    """IREE's output names the symbol `name` (a dispatch), as a whole word."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", output) is not None

@@ -57,7 +57,7 @@ def plan_module(
 ) -> FusionPlan:
     """Plan every function of `module` (not modified). Groups named in
     `withheld` (name -> why) are planned but not outlined: an earlier compile
-    failed on them (driver.compile_program), and IREE forms their dispatches."""
+    failed on them (driver.compile_fused), and IREE forms their dispatches."""
     graphs = module_graphs(module)
     plan = FusionPlan(graphs=graphs, groups={}, module=module)
     for g in graphs:
@@ -101,7 +101,7 @@ def fuse(
     module = ir.Module.parse(text, ctx)
     rewrites = rewrite_module(module, target)
     plan = plan_module(module, target, kernels, withheld)
-    viewed = _view_as_rows(plan) if target.is_gpu else []
+    viewed = _view_as_rows(plan, withheld or {}) if target.is_gpu else []
     if viewed:
         module.operation.verify()
         plan = plan_module(module, target, kernels, withheld)
@@ -114,7 +114,7 @@ def fuse(
     return plan
 
 
-def _view_as_rows(plan: FusionPlan) -> list[str]:
+def _view_as_rows(plan: FusionPlan, withheld: dict[str, str]) -> list[str]:
     """Rewrite on [rows, n] (rows.py) the softmax-like groups of rank > 2 the
     kernel left to IREE, and the row-reduction groups of rank > 2 (or over
     several dims) with an epilogue; one log line each. The module must be
@@ -122,7 +122,7 @@ def _view_as_rows(plan: FusionPlan) -> list[str]:
     log = []
     for graph in plan.graphs:
         for group in plan.groups.get(graph.name, []):
-            if group.why_not_outlined.startswith("withheld:"):
+            if group.name in withheld:
                 continue
             refused_softmax = group.kind == "softmax-like" and not group.outlined
             if not refused_softmax and group.kind != "row-reduction":

@@ -10,9 +10,10 @@ An error names a group in one of three ways:
 """
 
 import re
-from collections.abc import Iterator
 
 from ..errors import GroupFailed
+from ..irutil import file_positions
+from ..toolchain import mentions
 from .graph import FuncGraph
 
 # "file:line:col: error: message", as IREE prints a diagnostic.
@@ -32,7 +33,7 @@ def blamed_groups(
         for name in _groups_at(plan, (f, line, col)):
             blamed.setdefault(name, f"{f}:{line}:{col}: {_shorten(message)}")
     for d in dispatches or []:
-        if d.group_name and re.search(rf"(?<!\w){re.escape(d.name)}(?!\w)", stderr):
+        if d.group_name and mentions(stderr, d.name):
             blamed.setdefault(d.group_name, reason)
     return {n: blamed[n] for n in outlined if n in blamed}
 
@@ -48,21 +49,6 @@ def _groups_at(plan, position: tuple[str, str, str]) -> list[str]:
 
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
-
-
-def file_positions(loc) -> Iterator[tuple[str, int, int]]:
-    """(file, line, column) of every file location in `loc`, through callsite
-    (inlined calls), fused and named locations."""
-    if hasattr(loc, "filename"):
-        yield loc.filename, loc.start_line, loc.start_col
-    elif hasattr(loc, "callee"):
-        yield from file_positions(loc.callee)
-        yield from file_positions(loc.caller)
-    elif hasattr(loc, "locations"):
-        for inner in loc.locations:
-            yield from file_positions(inner)
-    elif hasattr(loc, "child_loc"):
-        yield from file_positions(loc.child_loc)
 
 
 def _touches(graph: FuncGraph, members, position: tuple[str, str, str]) -> bool:

@@ -45,9 +45,11 @@ class KernelCatalogue:
             reasons.append(f"{k.name}: {why}")
         return "; ".join(reasons) or f"no tilefuse kernel compiles {kind} groups"
 
-    @property
-    def reads_through_pads(self) -> bool:
-        return self.pad_shape_refusal is not None
+    def pad_refusal(self, shape: list[int], bits: int, bf16: bool, target: Target) -> str | None:
+        """Why no kernel reads through a pad into a root of this shape, or None."""
+        if self.pad_shape_refusal is None:
+            return NO_PAD_READER
+        return self.pad_shape_refusal(shape, bits, bf16, target)
 
 
-NO_KERNELS = KernelCatalogue()
+NO_PAD_READER = "no tilefuse kernel reads through a pad"

@@ -31,7 +31,7 @@ from itertools import pairwise
 from ..hlo.ops import bytes_of
 from ..targets import Target
 from . import pads
-from .catalogue import KernelCatalogue
+from .catalogue import NO_PAD_READER, KernelCatalogue
 from .graph import FuncGraph, value_key
 from .groups import (
     REDUCTION_KINDS,
@@ -202,8 +202,8 @@ INNER_RESHAPE = (
 
 def pad_outside(graph: FuncGraph, node, kernels: KernelCatalogue) -> str | None:
     """Why this pad stays outside every group, or None."""
-    if not kernels.reads_through_pads:
-        return "no tilefuse kernel reads through a pad"
+    if kernels.pad_shape_refusal is None:
+        return NO_PAD_READER
     return pads.pad_refusal(graph, node)
 
 
@@ -318,9 +318,7 @@ class FuncPlan:
         return unsafe_duplication(self.graph, merged)
 
     def _pad_shape_refusal(self, shape: list[int], bits: int, bf16: bool) -> str | None:
-        if self.kernels.pad_shape_refusal is None:
-            return "no tilefuse kernel reads through a pad"
-        return self.kernels.pad_shape_refusal(shape, bits, bf16, self.target)
+        return self.kernels.pad_refusal(shape, bits, bf16, self.target)
 
     def merge(self, a: int, b: int) -> None:
         keep, gone = min(a, b), max(a, b)

@@ -34,28 +34,29 @@ KERNEL_CONFIG_CASE = """    %f{i} = transform.structured.match ops{{["func.func"
 """
 
 
-def load_template(strategy: str, ctx: ir.Context) -> tuple[ir.Module, ir.Operation]:
-    """The strategy's file and its @tilefuse_<strategy> sequence (the module owns it)."""
-    path = TRANSFORM_SCRIPTS / f"{strategy}.mlir"
+def _parse_script(name: str, ctx: ir.Context) -> tuple[ir.Module, str]:
+    """transform_scripts/<name>.mlir parsed, and its path for messages."""
+    path = TRANSFORM_SCRIPTS / f"{name}.mlir"
     try:
-        module = ir.Module.parse(path.read_text(), ctx)
+        return ir.Module.parse(path.read_text(), ctx), str(path)
     except ir.MLIRError as e:
         raise TilefuseError(f"transform script does not parse: {e}", str(path)) from None
+
+
+def load_template(strategy: str, ctx: ir.Context) -> tuple[ir.Module, ir.Operation]:
+    """The strategy's file and its @tilefuse_<strategy> sequence (the module owns it)."""
+    module, path = _parse_script(strategy, ctx)
     for op in module.body.operations:
         op = op.operation
         if symbol_name(op) == f"tilefuse_{strategy}":
             return module, op
-    raise TilefuseError(f"no named sequence @tilefuse_{strategy}", str(path))
+    raise TilefuseError(f"no named sequence @tilefuse_{strategy}", path)
 
 
 def add_shared_steps(library: ir.Module, ctx: ir.Context) -> None:
     """The definitions of the shared steps (transform_scripts/common.mlir)
     the strategies reach by transform.include, at the top of `library`."""
-    path = TRANSFORM_SCRIPTS / "common.mlir"
-    try:
-        common = ir.Module.parse(path.read_text(), ctx)
-    except ir.MLIRError as e:
-        raise TilefuseError(f"transform script does not parse: {e}", str(path)) from None
+    common, _ = _parse_script("common", ctx)
     top = ir.InsertionPoint.at_block_begin(library.body)
     for op in common.body.operations:
         op.operation.clone(ip=top)
