@@ -376,3 +376,54 @@ def test_row_kernels_refuse_a_root_that_gathers():
     x = np.random.default_rng(6).random((8, 32), np.float32)
     e = np.exp(x[:, ::-1])
     np.testing.assert_allclose(_module(result).main(x), e / e.sum(1, keepdims=True), rtol=1e-5)
+
+
+# A dot_general with two free dims on the lhs ([2, 16] rows of 32): its linalg
+# form reshapes the matmul's result inside a region, which IREE 3.13 cannot
+# compile there (gpt2_block's MLP hung phase 2; llama_block failed).
+RESHAPED_MATMUL = """func.func @main(%x: tensor<2x16x32xf32>, %w: tensor<32x64xf32>,
+    %b: tensor<64xf32>) -> tensor<2x16x64xf32> {
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [2] x [0]
+    : (tensor<2x16x32xf32>, tensor<32x64xf32>) -> tensor<2x16x64xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [2] : (tensor<64xf32>) -> tensor<2x16x64xf32>
+  %s = stablehlo.add %d, %bb : tensor<2x16x64xf32>
+  %t = stablehlo.tanh %s : tensor<2x16x64xf32>
+  return %t : tensor<2x16x64xf32>
+}
+"""
+
+
+def test_matmul_with_several_free_dims_is_left_to_iree():
+    result = tilefuse.compile_program(RESHAPED_MATMUL, "vulkan", strict=True)
+    assert not result.notes
+    assert any("several free dims on one side" in line for line in result.fusion.log)
+    rng = np.random.default_rng(7)
+    x, w = rng.random((2, 16, 32), np.float32), rng.random((32, 64), np.float32)
+    b = rng.random(64, np.float32)
+    want = np.tanh(np.einsum("bsk,kn->bsn", x, w) + b)
+    np.testing.assert_allclose(_module(result).main(x, w, b), want, rtol=1e-4, atol=1e-5)
+
+
+SIBLING_COLUMNS = """func.func @main(%x: tensor<8x16x24xf32>) -> (tensor<16x24xf32>, tensor<16x24xf32>) {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0]
+    : (tensor<8x16x24xf32>, tensor<f32>) -> tensor<16x24xf32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [0]
+    : (tensor<8x16x24xf32>, tensor<f32>) -> tensor<16x24xf32>
+  return %s, %m : tensor<16x24xf32>, tensor<16x24xf32>
+}
+"""
+
+
+def test_sibling_column_reductions_each_get_the_column_kernel():
+    """Kept apart by the planner (one region of both failed in IREE), each is
+    a column_reduction kernel of its own, strictly, and right."""
+    result = tilefuse.compile_program(SIBLING_COLUMNS, "vulkan", strict=True)
+    assert not result.notes
+    assert [r.strategy for r in result.reports] == ["column_reduction"] * 2
+    assert all(r.status == "applied" for r in result.reports)
+    x = np.random.default_rng(8).standard_normal((8, 16, 24)).astype(np.float32)
+    s, m = _module(result).main(x)
+    np.testing.assert_allclose(s, x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(m, x.max(0))
