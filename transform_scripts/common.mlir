@@ -21,4 +21,16 @@ module attributes {transform.with_named_sequence} {
     %root = transform.merge_handles deduplicate %root_per_store : !transform.any_op
     transform.yield %func, %root : !transform.any_op, !transform.any_op
   }
+
+  // The no-ops a strategy chooses for an optional step it does not need
+  // (a `transform.include` carrying `tilefuse.step`, strategies/library.py):
+  // a step that hands a handle on passes its input through, one that
+  // yields nothing does nothing.
+  transform.named_sequence @tilefuse_pass(%handle: !transform.any_op {transform.readonly})
+      -> !transform.any_op {
+    transform.yield %handle : !transform.any_op
+  }
+  transform.named_sequence @tilefuse_skip(%handle: !transform.any_op {transform.readonly}) {
+    transform.yield
+  }
 }

@@ -53,17 +53,15 @@
 // (chunk_threads, tail_tile and thread_count also get their thread mapping:
 // [x] for one row per workgroup, [y, x] for R rows.)
 //   translation_info   the final pipeline annotation
-// Ops marked `tilefuse.ragged_tail` handle the tail; the driver deletes them
-// when T*V divides the row. Ops marked `tilefuse.full_chunks` handle the
-// chunks; the driver deletes them when the row is shorter than one chunk (a
-// row shorter than a subgroup's T*V), and then feeds the whole row to the
-// tail steps. Ops marked `tilefuse.divisible` are the no-tail variant of a
-// step that also has a `tilefuse.ragged_tail` variant; the driver keeps one.
+// Steps 3-7 differ by the row's layout (divisible, ragged, short): each is
+// a `transform.include` carrying a `tilefuse.step` name, pointing at one of
+// the named sequences below the main one, which row_reduction.steps picks.
 module attributes {transform.with_named_sequence} {
   // Shared steps (transform_scripts/common.mlir), declared here, defined once
   // in the library the driver writes.
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_op)
+  transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
 
   transform.named_sequence @tilefuse_row_reduction(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root (the op whose result the dispatch stores: a
@@ -102,101 +100,38 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> !transform.any_op
 
     // Step 3. Split the row into its full chunks [0, C*T*V) and the tail
-    // [C*T*V, N). The tail's reduction starts from the chunks' result. When
-    // T*V divides the row the split point is N and there is no tail.
-    %parts = "transform.structured.split"(%wg_root) <{dimension = 1 : i64, static_chunk_sizes = 992 : i64}>
-        {tilefuse.param = "full_length"} : (!transform.any_op) -> !transform.any_op
-    %wg_main, %wg_tail = "transform.split_handle"(%parts) <{fail_on_payload_too_small = false}>
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // [C*T*V, N) (@row_reduction_split_row). The tail's reduction starts from
+    // the chunks' result. When T*V divides the row the split point is N and
+    // there is no tail; a row shorter than one chunk is all tail
+    // (@row_reduction_all_tail).
+    %wg_main, %wg_tail = transform.include @row_reduction_split_row failures(propagate) (%wg_root)
+        {tilefuse.step = "split_row"} : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
       transform.apply_patterns.canonicalization
     } : !transform.any_op
 
-    // Step 4. The full chunks. Split the reduction: view the row as
-    // [C, T*V] (an expand_shape of the input, no copy), giving
-    //   %partial_fill  a T*V-wide accumulator set to the reduction's identity,
-    //   %chunked       the reduction over C into the accumulator (parallel
-    //                  over its T*V columns),
-    //   %combine       the reduction of the accumulator to the row's result.
-    // Thread t takes the V columns at t*V (num_threads keeps exactly T
-    // threads) and, inside its own code, loops over the C chunks one at a
-    // time. The accumulator's fill goes into the thread forall too, so each
-    // thread initializes only its own slice (a thread zeroing the whole
-    // buffer races with the others). The producers move into the chunk loop
-    // (after the expand_shape is bubbled above the thread's slice), so each
-    // thread loads and converts only its own vector of each chunk.
-    %alloc, %partial_fill, %chunked, %combine = transform.structured.split_reduction %wg_main
-        <{inner_parallel, insert_split_dimension = 1 : i64, split_factor = 32 : i64}>
-        {tilefuse.param = "chunk", tilefuse.full_chunks}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
-    %thread_chunked, %chunk_forall = transform.structured.tile_using_forall %chunked
-        num_threads [0, 0, 8] (mapping = [#gpu.thread<x>]) {tilefuse.param = "chunk_threads", tilefuse.full_chunks}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.structured.fuse_into_containing_op %partial_fill into %chunk_forall {tilefuse.full_chunks}
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %step, %chunk_loop = transform.structured.tile_using_for %thread_chunked
-        tile_sizes [0, 1, 0] {tilefuse.param = "chunk_step", tilefuse.full_chunks}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.apply_patterns to %func {
-      transform.apply_patterns.tensor.bubble_up_extract_slice
-      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
-    } {tilefuse.full_chunks} : !transform.any_op
-    %chunk_producers = transform.structured.match attributes{tilefuse.producer = "row"} in %grid_1 {tilefuse.full_chunks}
-      : (!transform.any_op) -> !transform.any_op
-    %fused_chunk_producers, %chunk_loop_1 = transform.structured.fuse_into_containing_op %chunk_producers into %chunk_loop {tilefuse.full_chunks}
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    // The clones in the loop inherit the "row" tag: retag them, so that step
-    // 5 finds only the row's producers (which the tail still reads).
-    %chunk_tag = transform.param.constant "chunk" {tilefuse.full_chunks} -> !transform.any_param
-    transform.annotate %fused_chunk_producers "tilefuse.producer" {tilefuse.full_chunks} = %chunk_tag
-      : !transform.any_op, !transform.any_param
+    // Step 4. The full chunks, each thread walking its own V columns of
+    // every chunk (@row_reduction_chunks; none in a short row).
+    %combine, %chunk_forall = transform.include @row_reduction_chunks failures(propagate)
+        (%func, %grid_1, %wg_main) {tilefuse.step = "chunks"}
+      : (!transform.any_op, !transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
 
-    // Step 5 (ragged rows only). The tail: a T*V accumulator of its own
-    // whose first r columns get the tail's elements, V per thread: thread t
-    // touches the same columns t*V as in the chunks. Only ceil(r / V)
-    // threads take part and the last one's vector is masked. The fill is
-    // split over all T threads, each writing its own slice. (A row shorter
-    // than one chunk is all tail: the driver hands it to these steps whole.)
-    %tail_fill, %tail_partial, %tail_combine, %tail_loop = transform.structured.tile_reduction_using_for %wg_tail
-        by tile_sizes = [0, 32] {tilefuse.param = "tail_chunk", tilefuse.ragged_tail}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
-    %tail_thread, %tail_forall = transform.structured.tile_using_forall %tail_partial
-        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "tail_tile", tilefuse.ragged_tail}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.apply_patterns to %func {
-      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
-      transform.apply_patterns.scf.for_loop_canonicalization
-      transform.apply_patterns.canonicalization
-    } {tilefuse.ragged_tail} : !transform.any_op
-    %tail_producers = transform.structured.match attributes{tilefuse.producer = "row"} in %grid_1 {tilefuse.ragged_tail}
-      : (!transform.any_op) -> !transform.any_op
-    transform.structured.fuse_into_containing_op %tail_producers into %tail_forall {tilefuse.ragged_tail}
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %tail_thread_fill, %tail_fill_forall = transform.structured.tile_using_forall %tail_fill
-        num_threads [0, 8] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_count", tilefuse.ragged_tail}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // Step 5 (ragged rows only). The tail, in a T*V accumulator of its own
+    // (@row_reduction_tail).
+    %tail_combine, %tail_forall, %tail_thread_fill = transform.include @row_reduction_tail failures(propagate)
+        (%func, %grid_1, %wg_tail) {tilefuse.step = "tail"}
+      : (!transform.any_op, !transform.any_op, !transform.any_op)
+        -> (!transform.any_op, !transform.any_op, !transform.any_op)
 
     // Step 6. The combine (and the fill of the result) go into a forall of
     // one thread along y. Mapping it adds the guard `thread_id.x < 1`, the
     // form that step 10 turns into a distributed, all-threads reduction. With
     // a tail, the last combine is the tail's, and the chunks' combine (its
-    // init) joins it in the same forall.
-    %last_init = transform.get_producer_of_operand %tail_combine[1] {tilefuse.ragged_tail}
-      : (!transform.any_op) -> !transform.any_op
-    %thread_combine, %combine_forall = transform.structured.tile_using_forall %tail_combine
-        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads", tilefuse.ragged_tail}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %combine_inits = transform.merge_handles deduplicate %last_init, %wg_init {tilefuse.ragged_tail} : !transform.any_op
-    %fused_inits, %combine_forall_1 = transform.structured.fuse_into_containing_op %combine_inits into %combine_forall {tilefuse.ragged_tail}
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.annotate %combine_forall_1 "tilefuse.combine" {tilefuse.ragged_tail} : !transform.any_op
-    %thread_combine_d, %combine_forall_d = transform.structured.tile_using_forall %combine
-        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads", tilefuse.divisible}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %fused_init_d, %combine_forall_d1 = transform.structured.fuse_into_containing_op %wg_init into %combine_forall_d {tilefuse.divisible}
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.annotate %combine_forall_d1 "tilefuse.combine" {tilefuse.divisible} : !transform.any_op
+    // init) joins it in the same forall (@row_reduction_combine_tail);
+    // without, the chunks' combine is the last (@row_reduction_combine_chunks).
+    transform.include @row_reduction_combine_tail failures(propagate) (%combine, %tail_combine, %wg_init)
+        {tilefuse.step = "combine"} : (!transform.any_op, !transform.any_op, !transform.any_op) -> ()
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
       transform.apply_patterns.scf.for_loop_canonicalization
@@ -207,15 +142,10 @@ module attributes {transform.with_named_sequence} {
     // Step 7. Vectorize: each thread's chunk ops to one V-wide vector, the
     // tail's to one V-wide vector (the last one masked, reading only
     // in-bounds elements), the combine to T*V-wide vector.multi_reductions.
-    %chunk_ops = transform.structured.match interface{LinalgOp} in %chunk_forall {tilefuse.full_chunks}
-      : (!transform.any_op) -> !transform.any_op
-    transform.structured.vectorize %chunk_ops {tilefuse.full_chunks} : !transform.any_op
-    %tail_ops = transform.structured.match interface{LinalgOp} in %tail_forall {tilefuse.ragged_tail}
-      : (!transform.any_op) -> !transform.any_op
-    transform.structured.vectorize %tail_ops vector_sizes [1, 4]
-        {tilefuse.param = "vector_sizes", tilefuse.ragged_tail} : !transform.any_op
-    transform.structured.vectorize %tail_thread_fill vector_sizes [1, 4]
-        {tilefuse.param = "vector_sizes", tilefuse.ragged_tail} : !transform.any_op
+    transform.include @row_reduction_vectorize_chunks failures(propagate) (%chunk_forall)
+        {tilefuse.step = "vectorize_chunks"} : (!transform.any_op) -> ()
+    transform.include @row_reduction_vectorize_tail failures(propagate) (%tail_forall, %tail_thread_fill)
+        {tilefuse.step = "vectorize_tail"} : (!transform.any_op, !transform.any_op) -> ()
     %combine_foralls = transform.structured.match attributes{tilefuse.combine} in %func
       : (!transform.any_op) -> !transform.any_op
     %combine_ops = transform.structured.match interface{LinalgOp} in %combine_foralls
@@ -306,6 +236,179 @@ module attributes {transform.with_named_sequence} {
     transform.annotate %kernel_1 "translation_info" = %done
       : !transform.any_op, !transform.any_param
     transform.print %kernel_1 : !transform.any_op
+    transform.yield
+  }
+
+  // The optional steps. For each `tilefuse.step` include above, the strategy
+  // (row_reduction.steps) picks one of these, by the row's layout:
+  //   divisible (T*V divides N)  split_row, chunks, no_tail, combine_chunks,
+  //                              vectorize_chunks, @tilefuse_skip for the tail
+  //   ragged                     split_row, chunks, tail, combine_tail,
+  //                              vectorize_chunks, vectorize_tail
+  //   short (N < T*V)            all_tail, no_chunks, tail, combine_tail,
+  //                              @tilefuse_skip for the chunks, vectorize_tail
+
+  // Step 3: the full chunks [0, F) and the tail [F, N) (empty when F = N).
+  transform.named_sequence @row_reduction_split_row(%wg_root: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op) {
+    %parts = "transform.structured.split"(%wg_root) <{dimension = 1 : i64, static_chunk_sizes = 992 : i64}>
+        {tilefuse.param = "full_length"} : (!transform.any_op) -> !transform.any_op
+    %wg_main, %wg_tail = "transform.split_handle"(%parts) <{fail_on_payload_too_small = false}>
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield %wg_main, %wg_tail : !transform.any_op, !transform.any_op
+  }
+
+  // Step 3, a row shorter than one chunk: it is all tail.
+  transform.named_sequence @row_reduction_all_tail(%wg_root: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op) {
+    transform.yield %wg_root, %wg_root : !transform.any_op, !transform.any_op
+  }
+
+  // Step 4: the full chunks. Split the reduction: view the row as [C, T*V]
+  // (an expand_shape of the input, no copy), giving
+  //   %partial_fill  a T*V-wide accumulator set to the reduction's identity,
+  //   %chunked       the reduction over C into the accumulator (parallel
+  //                  over its T*V columns),
+  //   %combine       the reduction of the accumulator to the row's result.
+  // Thread t takes the V columns at t*V (num_threads keeps exactly T
+  // threads) and, inside its own code, loops over the C chunks one at a
+  // time. The accumulator's fill goes into the thread forall too, so each
+  // thread initializes only its own slice (a thread zeroing the whole
+  // buffer races with the others). The producers move into the chunk loop
+  // (after the expand_shape is bubbled above the thread's slice), so each
+  // thread loads and converts only its own vector of each chunk. Yields the
+  // combine and the thread forall (vectorized in step 7).
+  transform.named_sequence @row_reduction_chunks(%func: !transform.any_op {transform.readonly},
+      %grid_1: !transform.any_op {transform.readonly}, %wg_main: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op) {
+    %alloc, %partial_fill, %chunked, %combine = transform.structured.split_reduction %wg_main
+        <{inner_parallel, insert_split_dimension = 1 : i64, split_factor = 32 : i64}>
+        {tilefuse.param = "chunk"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
+    %thread_chunked, %chunk_forall = transform.structured.tile_using_forall %chunked
+        num_threads [0, 0, 8] (mapping = [#gpu.thread<x>]) {tilefuse.param = "chunk_threads"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.structured.fuse_into_containing_op %partial_fill into %chunk_forall
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %step, %chunk_loop = transform.structured.tile_using_for %thread_chunked
+        tile_sizes [0, 1, 0] {tilefuse.param = "chunk_step"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.bubble_up_extract_slice
+      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
+    } : !transform.any_op
+    %chunk_producers = transform.structured.match attributes{tilefuse.producer = "row"} in %grid_1
+      : (!transform.any_op) -> !transform.any_op
+    %fused_chunk_producers, %chunk_loop_1 = transform.structured.fuse_into_containing_op %chunk_producers into %chunk_loop
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // The clones in the loop inherit the "row" tag: retag them, so that step
+    // 5 finds only the row's producers (which the tail still reads).
+    %chunk_tag = transform.param.constant "chunk" -> !transform.any_param
+    transform.annotate %fused_chunk_producers "tilefuse.producer" = %chunk_tag
+      : !transform.any_op, !transform.any_param
+    transform.yield %combine, %chunk_forall : !transform.any_op, !transform.any_op
+  }
+
+  // Step 4, a short row: no chunks. The handles it yields are only passed to
+  // steps that ignore them; the function's, since the row's own handle is
+  // consumed by the tail's steps.
+  transform.named_sequence @row_reduction_no_chunks(%func: !transform.any_op {transform.readonly},
+      %grid_1: !transform.any_op {transform.readonly}, %wg_main: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op) {
+    transform.yield %func, %func : !transform.any_op, !transform.any_op
+  }
+
+  // Step 5: the tail. A T*V accumulator of its own whose first r columns get
+  // the tail's elements, V per thread: thread t touches the same columns t*V
+  // as in the chunks. Only ceil(r / V) threads take part and the last one's
+  // vector is masked. The fill is split over all T threads, each writing its
+  // own slice. Yields the tail's combine, its thread forall and the threads'
+  // fills (vectorized in step 7).
+  transform.named_sequence @row_reduction_tail(%func: !transform.any_op {transform.readonly},
+      %grid_1: !transform.any_op {transform.readonly}, %wg_tail: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op) {
+    %tail_fill, %tail_partial, %tail_combine, %tail_loop = transform.structured.tile_reduction_using_for %wg_tail
+        by tile_sizes = [0, 32] {tilefuse.param = "tail_chunk"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
+    %tail_thread, %tail_forall = transform.structured.tile_using_forall %tail_partial
+        tile_sizes [0, 4] (mapping = [#gpu.thread<x>]) {tilefuse.param = "tail_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.apply_patterns to %func {
+      transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice
+      transform.apply_patterns.scf.for_loop_canonicalization
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    %tail_producers = transform.structured.match attributes{tilefuse.producer = "row"} in %grid_1
+      : (!transform.any_op) -> !transform.any_op
+    transform.structured.fuse_into_containing_op %tail_producers into %tail_forall
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %tail_thread_fill, %tail_fill_forall = transform.structured.tile_using_forall %tail_fill
+        num_threads [0, 8] (mapping = [#gpu.thread<x>]) {tilefuse.param = "thread_count"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield %tail_combine, %tail_forall, %tail_thread_fill
+      : !transform.any_op, !transform.any_op, !transform.any_op
+  }
+
+  // Step 5, rows that T*V divides: no tail (the handles it yields are only
+  // passed to steps that ignore them).
+  transform.named_sequence @row_reduction_no_tail(%func: !transform.any_op {transform.readonly},
+      %grid_1: !transform.any_op {transform.readonly}, %wg_tail: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op) {
+    transform.yield %func, %func, %func : !transform.any_op, !transform.any_op, !transform.any_op
+  }
+
+  // Step 6 with a tail: the tail's combine, with its init (the chunks'
+  // combine, or the result's fill for a short row) and the result's fill.
+  transform.named_sequence @row_reduction_combine_tail(%combine: !transform.any_op {transform.readonly},
+      %tail_combine: !transform.any_op {transform.consumed}, %wg_init: !transform.any_op {transform.consumed}) {
+    %last_init = transform.get_producer_of_operand %tail_combine[1]
+      : (!transform.any_op) -> !transform.any_op
+    %thread_combine, %combine_forall = transform.structured.tile_using_forall %tail_combine
+        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %combine_inits = transform.merge_handles deduplicate %last_init, %wg_init : !transform.any_op
+    %fused_inits, %combine_forall_1 = transform.structured.fuse_into_containing_op %combine_inits into %combine_forall
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.annotate %combine_forall_1 "tilefuse.combine" : !transform.any_op
+    transform.yield
+  }
+
+  // Step 6 without a tail: the chunks' combine and the result's fill.
+  transform.named_sequence @row_reduction_combine_chunks(%combine: !transform.any_op {transform.consumed},
+      %tail_combine: !transform.any_op {transform.readonly}, %wg_init: !transform.any_op {transform.consumed}) {
+    %thread_combine_d, %combine_forall_d = transform.structured.tile_using_forall %combine
+        num_threads [1] (mapping = [#gpu.thread<y>]) {tilefuse.param = "combine_threads"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %fused_init_d, %combine_forall_d1 = transform.structured.fuse_into_containing_op %wg_init into %combine_forall_d
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.annotate %combine_forall_d1 "tilefuse.combine" : !transform.any_op
+    transform.yield
+  }
+
+  // Step 7: each thread's chunk ops to one V-wide vector.
+  transform.named_sequence @row_reduction_vectorize_chunks(%chunk_forall: !transform.any_op {transform.readonly}) {
+    %chunk_ops = transform.structured.match interface{LinalgOp} in %chunk_forall
+      : (!transform.any_op) -> !transform.any_op
+    transform.structured.vectorize %chunk_ops : !transform.any_op
+    transform.yield
+  }
+
+  // Step 7: the tail's ops and fills to one V-wide vector per thread, the
+  // last one masked.
+  transform.named_sequence @row_reduction_vectorize_tail(%tail_forall: !transform.any_op {transform.readonly},
+      %tail_thread_fill: !transform.any_op {transform.consumed}) {
+    %tail_ops = transform.structured.match interface{LinalgOp} in %tail_forall
+      : (!transform.any_op) -> !transform.any_op
+    transform.structured.vectorize %tail_ops vector_sizes [1, 4]
+        {tilefuse.param = "vector_sizes"} : !transform.any_op
+    transform.structured.vectorize %tail_thread_fill vector_sizes [1, 4]
+        {tilefuse.param = "vector_sizes"} : !transform.any_op
+    transform.yield
+  }
+
+  // Step 7 without a tail.
+  transform.named_sequence @row_reduction_no_tail_vectors(%tail_forall: !transform.any_op {transform.readonly},
+      %tail_thread_fill: !transform.any_op {transform.readonly}) {
     transform.yield
   }
 }

@@ -53,17 +53,22 @@
 //   warp_size         T
 //   workgroup_dims    workgroup size [T, R, 1] and the target's subgroup size
 //   translation_info  the final pipeline annotation
-// Ops marked `tilefuse.ragged_tail` split off the tail; the driver deletes
-// them (and rewires their users) when T*V divides the row. Ops marked
-// `tilefuse.unrolled` unroll the chunk loops; the driver deletes them for a
-// lone reduction and when a row is one chunk. Ops marked
-// `tilefuse.elementwise_root` tile the root; the driver deletes them when
-// the root is the reduction.
+// The steps some rows need and others do not are named sequences of their
+// own, below the main one, reached by a `transform.include` that carries a
+// `tilefuse.step` name: split_rows (ragged rows), chunk_root and peel_root
+// (an elementwise root; peel_root for ragged rows), unroll_reductions and
+// unroll_root (an elementwise root of more than one chunk). The driver points
+// each include at the step or at a no-op from common.mlir (row_warp.steps)
+// and copies the chosen steps with the main sequence; the include targets
+// written here are the defaults' choice.
 module attributes {transform.with_named_sequence} {
   // Shared steps (transform_scripts/common.mlir), declared here, defined once
   // in the library the driver writes.
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_op)
+  transform.named_sequence private @tilefuse_pass(%handle: !transform.any_op {transform.readonly})
+      -> !transform.any_op
+  transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
 
   transform.named_sequence @tilefuse_row_warp(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root, the op whose result the dispatch stores (a
@@ -127,15 +132,8 @@ module attributes {transform.with_named_sequence} {
     %root_ops = transform.structured.match ops{["linalg.generic"]}
         attributes{iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>]}
         in %rows : (!transform.any_op) -> !transform.any_op
-    %main_reductions, %tail_reductions = transform.foreach %reductions
-        : !transform.any_op -> !transform.any_op, !transform.any_op {
-    ^bb0(%reduction: !transform.any_op):
-      %parts = "transform.structured.split"(%reduction) <{dimension = 1 : i64, static_chunk_sizes = 992 : i64}>
-          {tilefuse.param = "full_length"} : (!transform.any_op) -> !transform.any_op
-      %main, %tail = "transform.split_handle"(%parts)
-        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-      transform.yield %main, %tail : !transform.any_op, !transform.any_op
-    } {tilefuse.ragged_tail}
+    %main_reductions = transform.include @row_warp_split_rows failures(propagate) (%reductions)
+        {tilefuse.step = "split_rows"} : (!transform.any_op) -> !transform.any_op
 
     // Step 5. Chunks. Each reduction's [0, F) part becomes a loop over its
     // C chunks folding T*V elements at a time into a T*V accumulator, then
@@ -144,28 +142,19 @@ module attributes {transform.with_named_sequence} {
     %fills, %partials, %combines, %reduction_loops = transform.structured.tile_reduction_using_for %main_reductions
         by tile_sizes = [0, 32] {tilefuse.param = "reduction_chunk"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
-    %root_chunks, %root_loop = transform.structured.tile_using_for %root_ops
-        tile_sizes [0, 32] {tilefuse.param = "root_chunk", tilefuse.elementwise_root}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %root_for = transform.cast %root_loop {tilefuse.ragged_tail, tilefuse.elementwise_root}
-      : !transform.any_op to !transform.op<"scf.for">
-    %root_main, %root_tail = transform.loop.peel %root_for {tilefuse.ragged_tail, tilefuse.elementwise_root}
-      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
+    %root_loop = transform.include @row_warp_chunk_root failures(propagate) (%root_ops)
+        {tilefuse.step = "chunk_root"} : (!transform.any_op) -> !transform.any_op
+    %root_main = transform.include @row_warp_peel_root failures(propagate) (%root_loop)
+        {tilefuse.step = "peel_root"} : (!transform.any_op) -> !transform.any_op
 
     // Step 6 (elementwise root). Unroll every chunk loop completely:
     // straight-line code, which CSE then shares between the phases (the
     // row's loads, and the producers' values both a reduction and the root
     // compute).
-    transform.foreach %reduction_loops : !transform.any_op {
-    ^bb0(%loop: !transform.any_op):
-      transform.loop.unroll %loop factor = 31 {tilefuse.param = "unroll", tilefuse.unrolled}
-        : !transform.any_op
-    } {tilefuse.unrolled}
-    transform.foreach %root_main : !transform.any_op {
-    ^bb0(%loop: !transform.any_op):
-      transform.loop.unroll %loop factor = 31 {tilefuse.param = "unroll", tilefuse.unrolled}
-        : !transform.any_op
-    } {tilefuse.unrolled, tilefuse.elementwise_root}
+    transform.include @row_warp_unroll failures(propagate) (%reduction_loops)
+        {tilefuse.step = "unroll_reductions"} : (!transform.any_op) -> ()
+    transform.include @row_warp_unroll failures(propagate) (%root_main)
+        {tilefuse.step = "unroll_root"} : (!transform.any_op) -> ()
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
       transform.apply_patterns.scf.for_loop_canonicalization
@@ -253,6 +242,57 @@ module attributes {transform.with_named_sequence} {
     transform.annotate %bufferized "translation_info" = %done
       : !transform.any_op, !transform.any_param
     transform.print %bufferized : !transform.any_op
+    transform.yield
+  }
+
+  // The optional steps. The strategy (row_warp.steps) picks, for each
+  // `tilefuse.step` include above, one of these or a shared no-op
+  // (@tilefuse_pass / @tilefuse_skip in common.mlir).
+
+  // Step 4, ragged rows: split every reduction at F into the chunks [0, F)
+  // and the tail [F, N); the chunks go on to step 5. (Rows that T*V divides:
+  // @tilefuse_pass, the reductions go on whole.)
+  transform.named_sequence @row_warp_split_rows(%reductions: !transform.any_op {transform.consumed})
+      -> !transform.any_op {
+    %main_reductions, %tail_reductions = transform.foreach %reductions
+        : !transform.any_op -> !transform.any_op, !transform.any_op {
+    ^bb0(%reduction: !transform.any_op):
+      %parts = "transform.structured.split"(%reduction) <{dimension = 1 : i64, static_chunk_sizes = 992 : i64}>
+          {tilefuse.param = "full_length"} : (!transform.any_op) -> !transform.any_op
+      %main, %tail = "transform.split_handle"(%parts)
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+      transform.yield %main, %tail : !transform.any_op, !transform.any_op
+    }
+    transform.yield %main_reductions : !transform.any_op
+  }
+
+  // Step 5, elementwise root: the root becomes a loop over chunks of T*V.
+  // (A lone reduction: @tilefuse_pass; the root is the reduction.)
+  transform.named_sequence @row_warp_chunk_root(%root_ops: !transform.any_op {transform.consumed})
+      -> !transform.any_op {
+    %root_chunks, %root_loop = transform.structured.tile_using_for %root_ops
+        tile_sizes [0, 32] {tilefuse.param = "root_chunk"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield %root_loop : !transform.any_op
+  }
+
+  // Step 5, elementwise root of a ragged row: peel the root's last, shorter
+  // chunk off its loop; the full chunks' loop goes on to step 6.
+  transform.named_sequence @row_warp_peel_root(%root_loop: !transform.any_op {transform.consumed})
+      -> !transform.any_op {
+    %root_for = transform.cast %root_loop : !transform.any_op to !transform.op<"scf.for">
+    %root_main, %root_tail = transform.loop.peel %root_for
+      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
+    transform.yield %root_main : !transform.any_op
+  }
+
+  // Step 6, elementwise root of more than one chunk: unroll the loops
+  // completely (C iterations).
+  transform.named_sequence @row_warp_unroll(%loops: !transform.any_op {transform.consumed}) {
+    transform.foreach %loops : !transform.any_op {
+    ^bb0(%loop: !transform.any_op):
+      transform.loop.unroll %loop factor = 31 {tilefuse.param = "unroll"} : !transform.any_op
+    }
     transform.yield
   }
 }

@@ -56,11 +56,15 @@
 //   warp_size          T: a combine is distributed over all T threads
 //   workgroup_dims     workgroup size [T, R, 1] and the target's subgroup size
 //   translation_info   the final pipeline annotation
+// One step is optional, a named sequence below the main one reached by a
+// `transform.include` carrying `tilefuse.step`: peel_chunks (ragged rows;
+// softmax.steps picks it or the no-op @tilefuse_skip).
 module attributes {transform.with_named_sequence} {
   // Shared steps (transform_scripts/common.mlir), declared here, defined once
   // in the library the driver writes.
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_op)
+  transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
 
   transform.named_sequence @tilefuse_softmax(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root, the op whose result the dispatch stores (a
@@ -145,13 +149,11 @@ module attributes {transform.with_named_sequence} {
     // Step 4 (ragged rows only). Peel the last, shorter chunk off every chunk
     // loop: the loops then see only full chunks (static sizes, full vectors,
     // partials that stay in registers, no masks) and the rest is one static
-    // chunk. The driver deletes the ops marked `tilefuse.ragged_tail` when
-    // T*V divides the row; the peeled copies carry the tags of the
-    // originals, so the matches below find both halves either way.
-    %reduction_for = transform.cast %reduction_loops {tilefuse.ragged_tail}
-      : !transform.any_op to !transform.op<"scf.for">
-    %reduction_main, %reduction_tail = transform.loop.peel %reduction_for {tilefuse.ragged_tail}
-      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
+    // chunk (@softmax_peel_chunks below; rows the chunk divides skip it).
+    // The peeled copies carry the tags of the originals, so the matches
+    // below find both halves either way.
+    transform.include @softmax_peel_chunks failures(propagate) (%reduction_loops)
+        {tilefuse.step = "peel_chunks"} : (!transform.any_op) -> ()
 
     // Step 5. Reduction threads: in every chunk (full or peeled) thread
     // (t, r) takes the V elements at t*V of row r: tiles of [1, V], so T
@@ -381,6 +383,15 @@ module attributes {transform.with_named_sequence} {
     // size, in step 10; print it: the driver reads the printout to check
     // that the strategy really ran (python/tilefuse/verify.py).
     transform.print %kernel : !transform.any_op
+    transform.yield
+  }
+
+  // Step 4, ragged rows: peel the last, shorter chunk off every chunk loop.
+  transform.named_sequence @softmax_peel_chunks(%reduction_loops: !transform.any_op {transform.consumed}) {
+    %reduction_for = transform.cast %reduction_loops
+      : !transform.any_op to !transform.op<"scf.for">
+    %reduction_main, %reduction_tail = transform.loop.peel %reduction_for
+      : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
     transform.yield
   }
 }

@@ -7,8 +7,6 @@ cloned named sequence. Names follow the transform ops' property names.
 
 from iree.compiler import ir
 
-from ..irutil import walk
-
 
 def i64(value: int, ctx: ir.Context) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64, ctx), int(value))
@@ -61,10 +59,3 @@ def workgroup(dims, subgroup_size: int, ctx: ir.Context) -> dict:
             )
         },
     }
-
-
-def erase_tagged(seq: ir.Operation, tags: set[str]) -> None:
-    """Delete the steps carrying any of `tags` (latest first, as each may use
-    an earlier one's handle)."""
-    for op in reversed([op for op in walk(seq) if any(t in op.attributes for t in tags)]):
-        op.erase()

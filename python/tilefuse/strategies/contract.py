@@ -15,6 +15,11 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..targets import Target
 
+# The no-ops of transform_scripts/common.mlir, for an optional step a
+# dispatch does not need: one that hands a handle on, one that yields nothing.
+PASS = "tilefuse_pass"
+SKIP = "tilefuse_skip"
+
 # params, or None and why the strategy does not take the dispatch
 Plan = Callable[[Dispatch, Target], tuple[dict | None, str]]
 
@@ -26,8 +31,10 @@ class Strategy:
     describe: Callable[[dict], str]  # the parameters in one line, for explain
     # tilefuse.param attribute values for the script, by tag
     attributes: Callable[[dict, ir.Context], dict]
-    # Drops the script's steps that the chosen parameters do not need.
-    edit_sequence: Callable[[ir.Operation, dict], None] | None = None
+    # For each optional step of the script (a transform.include carrying
+    # `tilefuse.step = "<step>"`), the named sequence that runs there: one
+    # defined in the script, or a no-op from common.mlir (PASS, SKIP).
+    steps: Callable[[dict], dict[str, str]] | None = None
     # Fusion group kinds it compiles whole (the planner outlines them for it),
     # and why it would refuse one such group (graph, group, target), or None.
     fusion_kinds: tuple[str, ...] = ()

@@ -3,19 +3,22 @@
 Each strategy in transform_scripts/ is a named sequence whose tunable
 attributes carry a `tilefuse.param` tag. For every dispatch that got a
 strategy, the sequence is cloned under the dispatch's name and its tagged
-attributes are set to the values the strategy module's `attributes(params)`
-builds (through the MLIR Python bindings, not text substitution); its
-`edit_sequence(seq, params)`, if any, then drops the steps the chosen layout
-does not need. `@kernel_config` maps each dispatch function, by name, to its
-specialized sequence. Steps the strategies share are named sequences in
-transform_scripts/common.mlir, reached by transform.include; the library
-carries their definitions once (add_shared_steps).
+attributes are set to the values the strategy's `attributes(params)` builds
+(through the MLIR Python bindings, not text substitution). Steps that only
+some dispatches need are named sequences of their own in the same file,
+reached by a `transform.include` that carries a `tilefuse.step` name; the
+strategy's `steps(params)` names, for each, the sequence that runs (the step,
+or a no-op such as @tilefuse_pass), and the chosen steps are cloned beside
+the dispatch's sequence. `@kernel_config` maps each dispatch function, by
+name, to its specialized sequence. Steps the strategies share are named
+sequences in transform_scripts/common.mlir; the library carries their
+definitions once (add_shared_steps).
 """
 
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import context, set_tagged, symbol_name
+from ..irutil import PARAM_TAG, context, set_tagged, symbol_name, walk
 from ..paths import TRANSFORM_SCRIPTS
 from . import BY_NAME, Choice
 
@@ -66,21 +69,78 @@ def sequence_name(choice: Choice) -> str:
     return f"tilefuse_{choice.strategy}__{choice.dispatch.name}"
 
 
+STEP_TAG = "tilefuse.step"  # on a transform.include: an optional step
+
+
 def specialize(
-    strategy: str, params: dict, name: str, ip: ir.InsertionPoint, ctx: ir.Context
+    strategy: str,
+    params,
+    name: str,
+    ip: ir.InsertionPoint,
+    ctx: ir.Context,
+    templates: dict | None = None,
 ) -> ir.Operation:
-    """A copy of the strategy's named sequence at `ip`, renamed and parameterized."""
-    _module, template = load_template(strategy, ctx)
+    """A copy of the strategy's named sequence at `ip`, renamed and
+    parameterized, followed by copies of the optional steps it includes.
+    `templates` caches parsed scripts across calls (one library)."""
+    templates = {} if templates is None else templates
+    if strategy not in templates:
+        templates[strategy] = load_template(strategy, ctx)
+    module, template = templates[strategy]
+    record = BY_NAME[strategy]
     seq = template.clone(ip=ip)
     seq.attributes["sym_name"] = ir.StringAttr.get(name, ctx)
-    record = BY_NAME[strategy]
+    copies = [seq.operation, *_choose_steps(strategy, module, seq.operation, params, name, ip, ctx)]
     setters = record.attributes(params, ctx)
-    missing = set(setters) - set_tagged(seq.operation, setters)
-    if missing:
-        raise TilefuseError(f"{strategy}.mlir lacks tilefuse.param tags: {sorted(missing)}")
-    if record.edit_sequence is not None:
-        record.edit_sequence(seq.operation, params)
+    unknown = set(setters) - _tags(module.operation)
+    if unknown:
+        raise TilefuseError(f"{strategy}.mlir lacks tilefuse.param tags: {sorted(unknown)}")
+    for copy in copies:
+        set_tagged(copy, setters)
     return seq
+
+
+def _choose_steps(strategy, module, seq, params, name, ip, ctx) -> list[ir.Operation]:
+    """Point every `tilefuse.step` include of `seq` at the sequence the
+    strategy chose for it; the chosen steps defined in the strategy's file
+    are cloned (once each) under a name carrying the dispatch's."""
+    chosen = BY_NAME[strategy].steps(params) if BY_NAME[strategy].steps else {}
+    local = {
+        symbol_name(op.operation): op.operation
+        for op in module.body.operations
+        if len(op.operation.regions[0].blocks)  # defined here, not declared
+    }
+    suffix = name.split("__", 1)[1] if "__" in name else name
+    copies: dict[str, ir.Operation] = {}
+    slots = set()
+    for op in walk(seq):
+        if op.name != "transform.include" or STEP_TAG not in op.attributes:
+            continue
+        slot = ir.StringAttr(op.attributes[STEP_TAG]).value
+        slots.add(slot)
+        if slot not in chosen:
+            raise TilefuseError(f"{strategy}: no sequence chosen for step {slot!r} (steps())")
+        target = chosen[slot]
+        if target in local:
+            if target not in copies:
+                copy = local[target].clone(ip=ip)
+                copy.attributes["sym_name"] = ir.StringAttr.get(f"{target}__{suffix}", ctx)
+                copies[target] = copy
+            target = f"{target}__{suffix}"
+        op.attributes["target"] = ir.FlatSymbolRefAttr.get(target, ctx)
+    if set(chosen) - slots:
+        raise TilefuseError(
+            f"{strategy}.mlir has no step {sorted(set(chosen) - slots)} (a tilefuse.step include)"
+        )
+    return list(copies.values())
+
+
+def _tags(op: ir.Operation) -> set[str]:
+    return {
+        ir.StringAttr(inner.attributes[PARAM_TAG]).value
+        for inner in walk(op)
+        if PARAM_TAG in inner.attributes
+    }
 
 
 def build_library(choices: list[Choice]) -> str:
@@ -98,8 +158,9 @@ def build_library(choices: list[Choice]) -> str:
         ctx,
     )
     entry = ir.InsertionPoint.at_block_begin(library.body)
+    templates: dict = {}
     for choice in chosen:
-        specialize(choice.strategy, choice.params, sequence_name(choice), entry, ctx)
+        specialize(choice.strategy, choice.params, sequence_name(choice), entry, ctx, templates)
     if chosen:
         add_shared_steps(library, ctx)
     library.operation.verify()

@@ -30,10 +30,9 @@ import math
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
-from ..irutil import walk
 from ..targets import Target
 from . import attrs
-from .contract import Strategy
+from .contract import SKIP, Strategy
 from .row_roots import COMBINERS, NAN_PROPAGATING_MINMAX, lone_reduction_refusal
 from .sizes import next_pow2, packed_rows, pow2_at_most
 
@@ -209,24 +208,21 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
     }
 
 
-# Steps of transform_scripts/row_reduction.mlir that only one layout needs.
-RAGGED_TAIL = "tilefuse.ragged_tail"
-FULL_CHUNKS = "tilefuse.full_chunks"
-DIVISIBLE = "tilefuse.divisible"
-
-
-def edit_sequence(seq: ir.Operation, p: dict) -> None:
-    """Keep the steps of the chosen layout (see the script's header)."""
-    if p["layout"] == "divisible":
-        attrs.erase_tagged(seq, {RAGGED_TAIL})
-    elif p["layout"] == "ragged":
-        attrs.erase_tagged(seq, {DIVISIBLE})
-    else:  # "short": no full chunk; the whole row is the tail
-        # The split leaves the whole row in its first part, so the tail
-        # steps get that handle instead.
-        (split,) = [op for op in walk(seq) if op.name == "transform.split_handle"]
-        split.results[1].replace_all_uses_with(split.results[0])
-        attrs.erase_tagged(seq, {DIVISIBLE, FULL_CHUNKS})
+def steps(p: dict) -> dict[str, str]:
+    """Steps 3-7 of transform_scripts/row_reduction.mlir by the row's layout:
+    divisible (chunks only), ragged (chunks and a tail), short (all tail)."""
+    chunks = p["layout"] != "short"
+    tail = p["layout"] != "divisible"
+    return {
+        "split_row": "row_reduction_split_row" if chunks else "row_reduction_all_tail",
+        "chunks": "row_reduction_chunks" if chunks else "row_reduction_no_chunks",
+        "tail": "row_reduction_tail" if tail else "row_reduction_no_tail",
+        "combine": "row_reduction_combine_tail" if tail else "row_reduction_combine_chunks",
+        "vectorize_chunks": "row_reduction_vectorize_chunks" if chunks else SKIP,
+        "vectorize_tail": "row_reduction_vectorize_tail"
+        if tail
+        else "row_reduction_no_tail_vectors",
+    }
 
 
 STRATEGY = Strategy(
@@ -234,5 +230,5 @@ STRATEGY = Strategy(
     plan=plan,
     describe=describe,
     attributes=attributes,
-    edit_sequence=edit_sequence,
+    steps=steps,
 )

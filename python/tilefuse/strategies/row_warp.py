@@ -39,10 +39,9 @@ R = 32 1.26x IREE's time, R = 128 0.97x).
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
-from ..irutil import walk
 from ..targets import Target
 from . import attrs, row_reduction, row_roots
-from .contract import Strategy
+from .contract import PASS, SKIP, Strategy
 from .sizes import packed_rows
 
 
@@ -168,27 +167,18 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
     }
 
 
-RAGGED_TAIL = "tilefuse.ragged_tail"
-UNROLLED = "tilefuse.unrolled"
-ELEMENTWISE_ROOT = "tilefuse.elementwise_root"
-
-
-def edit_sequence(seq: ir.Operation, p: dict) -> None:
-    """Drop the tail's steps when T*V divides the row (their users then take
-    the unsplit reductions), the unrolling for a lone reduction or a row of
-    one chunk, and the root's tiling when the root is the reduction."""
-    if not p["tail"]:
-        for op in walk(seq):
-            if RAGGED_TAIL in op.attributes and op.name == "transform.foreach":
-                op.results[0].replace_all_uses_with(op.operands[0])  # mains = the reductions
-            elif RAGGED_TAIL in op.attributes and op.name == "transform.loop.peel":
-                cast = op.operands[0].owner  # main loop = the root's loop
-                op.results[0].replace_all_uses_with(cast.operands[0])
-        attrs.erase_tagged(seq, {RAGGED_TAIL})
-    if not p["unrolled"]:
-        attrs.erase_tagged(seq, {UNROLLED})
-    if not p["elementwise_root"]:
-        attrs.erase_tagged(seq, {ELEMENTWISE_ROOT})
+def steps(p: dict) -> dict[str, str]:
+    """The tail's split only for ragged rows; the root's chunk loop only for
+    an elementwise root (peeled for ragged rows); unrolling only for an
+    elementwise root of more than one chunk."""
+    root = p["elementwise_root"]
+    return {
+        "split_rows": "row_warp_split_rows" if p["tail"] else PASS,
+        "chunk_root": "row_warp_chunk_root" if root else PASS,
+        "peel_root": "row_warp_peel_root" if root and p["tail"] else PASS,
+        "unroll_reductions": "row_warp_unroll" if p["unrolled"] else SKIP,
+        "unroll_root": "row_warp_unroll" if p["unrolled"] else SKIP,
+    }
 
 
 STRATEGY = Strategy(
@@ -196,7 +186,7 @@ STRATEGY = Strategy(
     plan=plan,
     describe=describe,
     attributes=attributes,
-    edit_sequence=edit_sequence,
+    steps=steps,
     # On SPIR-V the tail's one element per lane would make IREE read the
     # whole binding as scalars; the driver moves such accesses onto an alias
     # of the binding and recompiles the finished kernel (driver.alias_stage).

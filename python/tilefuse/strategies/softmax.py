@@ -55,7 +55,7 @@ from ..dispatch.read import Dispatch
 from ..irutil import element_bits
 from ..targets import Target
 from . import attrs, row_roots
-from .contract import Strategy
+from .contract import SKIP, Strategy
 from .row_roots import (
     MAX_ACCUMULATOR_BITS,
     ROOT_EPILOGUE,
@@ -262,13 +262,9 @@ def attributes(p: dict, ctx: ir.Context) -> dict:
     }
 
 
-RAGGED_TAIL = "tilefuse.ragged_tail"
-
-
-def edit_sequence(seq: ir.Operation, p: dict) -> None:
-    """A row the chunk divides has no peeled chunk: drop its steps."""
-    if not p["peel"]:
-        attrs.erase_tagged(seq, {RAGGED_TAIL})
+def steps(p: dict) -> dict[str, str]:
+    """A row the chunk divides has no peeled chunk."""
+    return {"peel_chunks": "softmax_peel_chunks" if p["peel"] else SKIP}
 
 
 STRATEGY = Strategy(
@@ -276,7 +272,7 @@ STRATEGY = Strategy(
     plan=plan,
     describe=describe,
     attributes=attributes,
-    edit_sequence=edit_sequence,
+    steps=steps,
     fusion_kinds=FUSION_KINDS,
     group_refusal=group_refusal,
 )
