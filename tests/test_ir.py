@@ -110,3 +110,64 @@ CHECK-NOT: memref.alloc
 """,
         tmp_path,
     )
+
+
+SOFTMAX_ROWS = """func.func @main(%x: tensor<4xNxf32>) -> tensor<4xNxf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1]
+    : (tensor<4xNxf32>, tensor<f32>) -> tensor<4xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<4xf32>) -> tensor<4xNxf32>
+  %e = stablehlo.exponential %x : tensor<4xNxf32>
+  %d = stablehlo.subtract %e, %mb : tensor<4xNxf32>
+  %s = stablehlo.reduce(%d init: %zero) applies stablehlo.add across dimensions = [1]
+    : (tensor<4xNxf32>, tensor<f32>) -> tensor<4xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<4xf32>) -> tensor<4xNxf32>
+  %y = stablehlo.divide %d, %sb : tensor<4xNxf32>
+  return %y : tensor<4xNxf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "n, checks",
+    [
+        # Ragged rows of 1000 (31 chunks of 32, a tail of 8): every optional
+        # step runs, each a copy carrying the dispatch's name.
+        (
+            1000,
+            """
+CHECK: transform.named_sequence @tilefuse_row_warp__[[D:main_dispatch_0[a-z0-9_]*]](
+CHECK: transform.include @row_warp_split_rows__[[D]] failures(propagate)
+CHECK: transform.include @row_warp_chunk_root__[[D]] failures(propagate)
+CHECK: transform.include @row_warp_peel_root__[[D]] failures(propagate)
+CHECK: transform.include @row_warp_unroll__[[D]] failures(propagate)
+CHECK: transform.include @row_warp_unroll__[[D]] failures(propagate)
+CHECK-DAG: transform.named_sequence @row_warp_split_rows__[[D]](
+CHECK-DAG: transform.structured.split {{.*}} after 992
+CHECK-DAG: transform.named_sequence @row_warp_unroll__[[D]](
+CHECK-DAG: factor = 31
+""",
+        ),
+        # Rows of 64 the 32-element chunk divides: no tail, so the split and
+        # the peel are the shared no-op, and no copy of them is made.
+        (
+            64,
+            """
+CHECK: transform.named_sequence @tilefuse_row_warp__[[D:main_dispatch_0[a-z0-9_]*]](
+CHECK: transform.include @tilefuse_pass failures(propagate)
+CHECK: transform.include @row_warp_chunk_root__[[D]] failures(propagate)
+CHECK: transform.include @tilefuse_pass failures(propagate)
+CHECK: transform.include @row_warp_unroll__[[D]] failures(propagate)
+CHECK-NOT: @row_warp_split_rows
+CHECK-NOT: @row_warp_peel_root
+""",
+        ),
+    ],
+)
+def test_optional_steps_are_included_not_cut(n, checks, tmp_path):
+    """The row_warp script's optional steps are named sequences; the library
+    points each tilefuse.step include at the chosen one (row_warp.steps)."""
+    result = tilefuse.compile_program(SOFTMAX_ROWS.replace("N", str(n)), "vulkan", strict=True)
+    assert [r.strategy for r in result.reports] == ["row_warp"], result.reports[0].line()
+    filecheck(result.library, checks, tmp_path)
