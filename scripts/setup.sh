@@ -15,4 +15,4 @@ if ! command -v dot >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq graphviz >/dev/null
 fi
-python -m pip install -q -e ".[test,bench]"
+python -m pip install -q -e ".[test,bench,jax]"

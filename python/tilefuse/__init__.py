@@ -3,11 +3,13 @@
 import tilefuse
 module = tilefuse.compile("samples/gelu_f32.mlir", target="vulkan")
 out = module.main(x)          # numpy in, numpy out
+f = tilefuse.jit(jax_function, target="vulkan")   # a JAX function in, arrays out
 """
 
 from . import frontend
 from .driver import CompileResult, compile_program
 from .errors import TilefuseError
+from .jax_jit import jit
 from .kernel import verify
 from .runtime import CompiledModule, load
 from .targets import Target, load_target, target_names
@@ -33,6 +35,7 @@ __all__ = [
     "compile",
     "compile_program",
     "frontend",
+    "jit",
     "load",
     "load_target",
     "target_names",

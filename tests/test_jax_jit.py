@@ -1,0 +1,105 @@
+"""tilefuse.jit: a JAX function in, arrays out, on Vulkan (lavapipe), against jax.jit
+on the CPU. Tolerances: f32 2e-5 relative to the largest output magnitude
+(sums of 64 products reassociate), bf16 2e-2."""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import tilefuse
+from tilefuse import TilefuseError
+
+
+def close(got, want, tolerance):
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    assert got.shape == want.shape
+    scale = max(1.0, float(np.abs(want).max()))
+    assert float(np.abs(got - want).max()) <= tolerance * scale
+
+
+def layer(params, x, *, activation):
+    h = x @ params["w"] + params["b"]
+    y = jax.nn.gelu(h) if activation == "gelu" else jax.nn.relu(h)
+    return {"y": y, "norm": jnp.sum(h * h, axis=-1)}
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    rng = np.random.default_rng(0)
+    params = {
+        "w": rng.standard_normal((64, 32), np.float32) / 8,
+        "b": rng.standard_normal(32, np.float32),
+    }
+    return params, rng.standard_normal((8, 64), np.float32)
+
+
+def test_pytrees_and_static_args_match_jax(inputs):
+    params, x = inputs
+    f = tilefuse.jit(layer, static_argnames="activation")
+    for activation in ("gelu", "relu"):
+        got = f(params, x, activation=activation)
+        want = jax.jit(layer, static_argnames="activation")(params, x, activation=activation)
+        assert set(got) == {"y", "norm"}
+        for key in got:
+            close(got[key], want[key], 2e-5)
+    assert f.compiles == 2  # one program per static value
+
+
+def test_second_call_hits_the_cache(inputs):
+    params, x = inputs
+    f = tilefuse.jit(layer, static_argnames="activation")
+    first = f(params, x, activation="gelu")
+    second = f(params, x + 1, activation="gelu")
+    assert f.compiles == 1
+    close(
+        second["y"],
+        jax.jit(layer, static_argnames="activation")(params, x + 1, activation="gelu")["y"],
+        2e-5,
+    )
+    assert not np.allclose(first["y"], second["y"])
+    f(params, x[:4], activation="gelu")  # a new shape is a new program
+    assert f.compiles == 2
+
+
+def test_static_argnums_and_python_scalars():
+    def scale(x, factor, power):
+        return (x * factor) ** power
+
+    f = tilefuse.jit(scale, static_argnums=2)
+    x = np.linspace(-1, 1, 256, dtype=np.float32).reshape(16, 16)
+    close(f(x, 0.5, 3), (x * 0.5) ** 3, 1e-6)  # 0.5: a float32 scalar, as in JAX
+    close(f(x, 2.0, 2), (x * 2.0) ** 2, 1e-6)
+    assert f.compiles == 2
+
+
+def test_bf16_softmax():
+    x = (np.random.default_rng(1).standard_normal((16, 256)) * 3).astype(ml_dtypes.bfloat16)
+    f = tilefuse.jit(lambda x: jax.nn.softmax(x, axis=-1))
+    got = f(x)
+    assert got.dtype == ml_dtypes.bfloat16
+    close(got, jax.nn.softmax(jnp.asarray(x, jnp.float32), axis=-1), 2e-2)
+
+
+def test_decorator_form_and_jax_arrays():
+    @tilefuse.jit(target="vulkan")
+    def rms(x):
+        return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+    x = jnp.asarray(np.random.default_rng(2).standard_normal((32, 128), np.float32))
+    close(rms(x), rms.__wrapped__(x), 2e-5)
+    assert rms.__name__ == "rms"
+
+
+def test_unsupported_argument_is_a_clear_error():
+    f = tilefuse.jit(lambda x, name: x * 2)
+    with pytest.raises(TilefuseError, match="not str .*static_argnums"):
+        f(np.ones(4, np.float32), "twice")
+
+
+def test_untraceable_function_is_a_tilefuse_error():
+    def branchy(x):
+        return x if x.sum() > 0 else -x  # Python control flow on a traced value
+
+    with pytest.raises(TilefuseError, match="JAX could not trace branchy"):
+        tilefuse.jit(branchy)(np.ones(4, np.float32))
