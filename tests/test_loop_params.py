@@ -25,29 +25,29 @@ def elementwise(shape, dtype="f32", bits=32):
 
 def test_divisible_row_uses_full_vectors():
     p, _ = plan(elementwise((33, 4096)), load_target("vulkan"))
-    assert p["vector_sizes"] == [1, 4] and p["workgroup_tile"] == [1, 512] and p["exact"]
+    assert p.vector_sizes == (1, 4) and p.workgroup_tile == (1, 512) and p.exact
 
 
 def test_threads_follow_target_subgroup_and_preference():
     p, _ = plan(elementwise((33, 4096)), load_target("cuda"))
-    assert p["workgroup_dims"] == [256, 1, 1] and p["subgroup_size"] == 32
-    assert plan(elementwise((33, 4096)), load_target("vulkan"))[0]["subgroup_size"] == 8
+    assert p.launch.workgroup == (256, 1, 1) and p.launch.subgroup == 32
+    assert plan(elementwise((33, 4096)), load_target("vulkan"))[0].launch.subgroup == 8
 
 
 def test_prime_row_is_masked():
     p, why = plan(elementwise((50257,)), load_target("vulkan"))
-    assert not p["exact"] and "masked" in why and p["vector_sizes"] == [1]
+    assert not p.exact and "masked" in why and p.vector_sizes == (1,)
 
 
 def test_short_rows_share_a_workgroup():
     p, _ = plan(elementwise((64, 7)), load_target("vulkan"))
-    assert p["workgroup_dims"][0] == 7 and p["workgroup_dims"][1] > 1
+    assert p.launch.workgroup[0] == 7 and p.launch.workgroup[1] > 1
 
 
 def test_bf16_vector_capped_on_spirv_not_cuda():
     d = elementwise((4096,), "bf16", 16)
-    assert plan(d, load_target("vulkan"))[0]["vector_sizes"] == [4]
-    assert plan(d, load_target("cuda"))[0]["vector_sizes"] == [8]
+    assert plan(d, load_target("vulkan"))[0].vector_sizes == (4,)
+    assert plan(d, load_target("cuda"))[0].vector_sizes == (8,)
 
 
 def test_reduction_root_is_not_a_loop_kernel():

@@ -182,7 +182,7 @@ def alias_stage(
             continue
         text, moved = rewrite_kernel(kernels[c.dispatch.name])
         if moved:
-            spliced[c.dispatch.name] = (text, c.params["grid"])
+            spliced[c.dispatch.name] = (text, list(c.params.launch.grid))
     if not spliced:
         return None
     path = workdir / "executable_sources_spliced.mlir"

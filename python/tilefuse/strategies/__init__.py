@@ -6,13 +6,13 @@ so that IREE's own codegen compiles the dispatch; `explain` prints that reason.
 Every strategy is a `Strategy` record (contract.py); this module lists them.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..dispatch.read import Dispatch
 from ..fusion.catalogue import GroupKernel, KernelCatalogue
 from ..targets import Target
 from . import column_reduction, loop, row_reduction, row_warp, softmax
-from .contract import Strategy
+from .contract import Params, Strategy
 
 # Tried in order; the first that applies wins.
 STRATEGIES: tuple[Strategy, ...] = (
@@ -29,7 +29,7 @@ BY_NAME = {s.name: s for s in STRATEGIES}
 class Choice:
     dispatch: Dispatch
     strategy: str | None  # None: IREE's default codegen
-    params: dict = field(default_factory=dict)
+    params: Params | None = None  # the strategy's own dataclass; None with no strategy
     reason: str = ""  # why this strategy, or why none
     failure: str = ""  # a chooser's internal error: IREE's codegen takes the dispatch
 

@@ -7,6 +7,8 @@ cloned named sequence. Names follow the transform ops' property names.
 
 from iree.compiler import ir
 
+from .contract import Launch
+
 
 def i64(value: int, ctx: ir.Context) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64, ctx), int(value))
@@ -42,19 +44,19 @@ def mapping(kind: str, dims, ctx: ir.Context) -> ir.Attribute:
     return ir.Attribute.parse("[" + ", ".join(f"#gpu.{kind}<{d}>" for d in dims) + "]", ctx)
 
 
-def workgroup(dims, subgroup_size: int, ctx: ir.Context) -> dict:
+def workgroup(launch: Launch, ctx: ir.Context) -> dict:
     """The two tags every strategy ends with: the thread mapping's workgroup
     and subgroup size, and the final translation info carrying the same."""
-    x, y, z = dims
+    x, y, z = launch.workgroup
     return {
         "workgroup_dims": {
-            "workgroup_dims": i64_array(dims, ctx),
-            "subgroup_size": i64(subgroup_size, ctx),
+            "workgroup_dims": i64_array(launch.workgroup, ctx),
+            "subgroup_size": i64(launch.subgroup, ctx),
         },
         "translation_info": {
             "value": ir.Attribute.parse(
                 "#iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline "
-                f"workgroup_size = [{x}, {y}, {z}] subgroup_size = {subgroup_size}>",
+                f"workgroup_size = [{x}, {y}, {z}] subgroup_size = {launch.subgroup}>",
                 ctx,
             )
         },

@@ -20,7 +20,7 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
-from .contract import Strategy
+from .contract import Launch, Strategy
 from .sizes import next_pow2
 
 # Body ops split_reduction can recombine (it needs the neutral element).
@@ -35,6 +35,36 @@ class Tuning:
 
     threads: int | None = None  # threads per workgroup; None: the target's preference
     split: int | None = None  # thread-y split of the reduced dim; None: heuristic
+
+
+@dataclass(frozen=True)
+class ColumnReductionParams:
+    """Sizes per loop dim as the script's steps take them (its header lists
+    each tag's layout); a leading entry for the batch dim of a rank-3 root."""
+
+    # workgroup (Tx kept-column threads, S chunk threads, 1); (S, Tx, 1) when swapped
+    launch: Launch
+    root_init: int  # operand position of the root's init (after its inputs)
+    split: int  # S: chunks of the reduced dim, one per thread y; divides it
+    insert_split_dimension: int  # where the split dim goes in the partial tensor
+    workgroup_tile: tuple[int, ...]  # [.., 0, Tx*V]: kept columns per workgroup
+    workgroup_mapping: tuple[str, ...]
+    thread_count: tuple[int, ...]  # threads of the partial op, [.., S, Tx, 0]
+    thread_mapping: tuple[str, ...]  # (chunk dim, kept dim) of the partial op's threads
+    kept_mapping: tuple[str, ...]  # the kept dim's thread dim, for the combine and output
+    reduction_step: tuple[int, ...]  # rows each loop iteration reads
+    loop_vector: tuple[int, ...]  # vector shape of one loop iteration, [.., 1, V, K]
+    partial_vector: tuple[int, ...]
+    combine_threads: tuple[int, ...]
+    combine_step: tuple[int, ...]  # partial rows per combine iteration
+    combine_vector: tuple[int, ...]
+    output_threads: tuple[int, ...]  # threads filling the output with the init
+    output_vector: tuple[int, ...]
+    exact: bool  # the tiles divide the kept dim: no masked transfers
+
+    @property
+    def vector(self) -> int:  # V
+        return self.loop_vector[-2]
 
 
 def _check(d: Dispatch) -> str | None:
@@ -79,7 +109,9 @@ def _smallest_divisor(n: int, limit: int) -> int | None:
     return next((d for d in range(2, min(n, limit) + 1) if n % d == 0), None)
 
 
-def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict | None, str]:
+def plan(
+    d: Dispatch, target: Target, tuning: Tuning = Tuning()
+) -> tuple[ColumnReductionParams | None, str]:
     why_not = _check(d)
     if why_not:
         return None, why_not
@@ -125,75 +157,77 @@ def plan(d: Dispatch, target: Target, tuning: Tuning = Tuning()) -> tuple[dict |
     # more than the lost coalescing, which a CPU does not have).
     swap = target.subgroups_along_x and threads_x < target.subgroup_size
     kept_dim, chunk_dim = ("y", "x") if swap else ("x", "y")
-    lead = [0] * len(batch)  # loop dims before the kept one, per op
-    one = [1] * len(batch)
-    params = {
-        "root_init": len(d.inputs),
-        "split": split,
-        "insert_split_dimension": len(batch),
-        "workgroup_tile": one + [0, tile],
-        "workgroup_mapping": (["y"] if batch else []) + ["x"],
-        "thread_count": lead + [split, threads_x, 0],
-        "reduction_step": lead + [0, 0, REDUCTION_STEP],
-        "loop_vector": one + [1, vector, REDUCTION_STEP],
-        "partial_vector": one + [1, vector],
-        "combine_threads": lead + [0, threads_x],
-        "combine_step": lead + [1, 0],
-        "combine_vector": one + [1, vector],
-        "output_threads": lead + [threads_x],
-        "output_vector": one + [vector],
-        "thread_mapping": [chunk_dim, kept_dim],
-        "kept_mapping": [kept_dim],
-        "workgroup_dims": [split, threads_x, 1] if swap else [threads_x, split, 1],
-        "subgroup_size": target.subgroup_size,
-        "grid": [grid_x, batch[0] if batch else 1, 1],
-        "exact": kept % tile == 0,
-    }
-    notes = "" if params["exact"] else ", ragged edge masked"
+    lead = (0,) * len(batch)  # loop dims before the kept one, per op
+    one = (1,) * len(batch)
+    params = ColumnReductionParams(
+        launch=Launch(
+            (grid_x, batch[0] if batch else 1, 1),
+            (split, threads_x, 1) if swap else (threads_x, split, 1),
+            target.subgroup_size,
+        ),
+        root_init=len(d.inputs),
+        split=split,
+        insert_split_dimension=len(batch),
+        workgroup_tile=one + (0, tile),
+        workgroup_mapping=(("y",) if batch else ()) + ("x",),
+        thread_count=lead + (split, threads_x, 0),
+        thread_mapping=(chunk_dim, kept_dim),
+        kept_mapping=(kept_dim,),
+        reduction_step=lead + (0, 0, REDUCTION_STEP),
+        loop_vector=one + (1, vector, REDUCTION_STEP),
+        partial_vector=one + (1, vector),
+        combine_threads=lead + (0, threads_x),
+        combine_step=lead + (1, 0),
+        combine_vector=one + (1, vector),
+        output_threads=lead + (threads_x,),
+        output_vector=one + (vector,),
+        exact=kept % tile == 0,
+    )
+    notes = "" if params.exact else ", ragged edge masked"
     if swap:
         notes += f", row chunks on thread x ({threads_x} kept threads < a subgroup)"
     return params, f"column reduction {kept} kept x {reduced} reduced{notes}"
 
 
-def describe(p: dict) -> str:
-    wg = p["workgroup_dims"]
+def describe(p: ColumnReductionParams) -> str:
     return (
-        f"tile={p['workgroup_tile']} grid={p['grid']} wg={wg} split={p['split']} "
-        f"vector={p['loop_vector'][-2]}{'' if p['exact'] else ' masked'}"
+        f"tile={list(p.workgroup_tile)} grid={list(p.launch.grid)} "
+        f"wg={list(p.launch.workgroup)} split={p.split} "
+        f"vector={p.vector}{'' if p.exact else ' masked'}"
     )
 
 
-def attributes(p: dict, ctx: ir.Context) -> dict:
+def attributes(p: ColumnReductionParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/column_reduction.mlir."""
     return {
-        "root_init": {"raw_position_list": attrs.i64_array([p["root_init"]], ctx)},
+        "root_init": {"raw_position_list": attrs.i64_array([p.root_init], ctx)},
         "split": {
-            "split_factor": attrs.i64(p["split"], ctx),
-            "insert_split_dimension": attrs.i64(p["insert_split_dimension"], ctx),
+            "split_factor": attrs.i64(p.split, ctx),
+            "insert_split_dimension": attrs.i64(p.insert_split_dimension, ctx),
         },
         "workgroup_tile": {
-            "static_tile_sizes": attrs.i64_array(p["workgroup_tile"], ctx),
-            "mapping": attrs.mapping("block", p["workgroup_mapping"], ctx),
+            "static_tile_sizes": attrs.i64_array(p.workgroup_tile, ctx),
+            "mapping": attrs.mapping("block", p.workgroup_mapping, ctx),
         },
         "thread_count": {
-            "static_num_threads": attrs.i64_array(p["thread_count"], ctx),
-            "mapping": attrs.mapping("thread", p["thread_mapping"], ctx),
+            "static_num_threads": attrs.i64_array(p.thread_count, ctx),
+            "mapping": attrs.mapping("thread", p.thread_mapping, ctx),
         },
-        "reduction_step": attrs.static_sizes(p["reduction_step"], ctx),
-        "loop_vector": attrs.vector_sizes(p["loop_vector"], ctx),
-        "partial_vector": attrs.vector_sizes(p["partial_vector"], ctx),
+        "reduction_step": attrs.static_sizes(p.reduction_step, ctx),
+        "loop_vector": attrs.vector_sizes(p.loop_vector, ctx),
+        "partial_vector": attrs.vector_sizes(p.partial_vector, ctx),
         "combine_threads": {
-            "static_num_threads": attrs.i64_array(p["combine_threads"], ctx),
-            "mapping": attrs.mapping("thread", p["kept_mapping"], ctx),
+            "static_num_threads": attrs.i64_array(p.combine_threads, ctx),
+            "mapping": attrs.mapping("thread", p.kept_mapping, ctx),
         },
-        "combine_step": attrs.static_sizes(p["combine_step"], ctx),
-        "combine_vector": attrs.vector_sizes(p["combine_vector"], ctx),
+        "combine_step": attrs.static_sizes(p.combine_step, ctx),
+        "combine_vector": attrs.vector_sizes(p.combine_vector, ctx),
         "output_threads": {
-            "static_num_threads": attrs.i64_array(p["output_threads"], ctx),
-            "mapping": attrs.mapping("thread", p["kept_mapping"], ctx),
+            "static_num_threads": attrs.i64_array(p.output_threads, ctx),
+            "mapping": attrs.mapping("thread", p.kept_mapping, ctx),
         },
-        "output_vector": attrs.vector_sizes(p["output_vector"], ctx),
-        **attrs.workgroup(p["workgroup_dims"], p["subgroup_size"], ctx),
+        "output_vector": attrs.vector_sizes(p.output_vector, ctx),
+        **attrs.workgroup(p.launch, ctx),
     }
 
 

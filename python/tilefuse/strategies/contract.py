@@ -4,11 +4,13 @@ A strategy is a transform script (transform_scripts/<name>.mlir, sequence
 @tilefuse_<name>) plus the Python that decides whether it takes a dispatch
 and with which parameters. The driver, the library writer and the fusion
 planner see strategies only through this record, never through module
-attributes.
+attributes. A strategy's parameters are its own frozen dataclass; all of them
+carry the kernel's launch (`Launch`), the one part the driver reads.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from iree.compiler import ir
 
@@ -20,21 +22,37 @@ from ..targets import Target
 PASS = "tilefuse_pass"
 SKIP = "tilefuse_skip"
 
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]  # workgroups along x, y, z
+    workgroup: tuple[int, int, int]  # threads per workgroup along x, y, z
+    subgroup: int  # the target's subgroup size the kernel is built for
+
+
+class Params(Protocol):
+    """What every strategy's parameters hold (each is its own frozen dataclass)."""
+
+    # A read-only property, not a plain attribute: the dataclasses are frozen.
+    @property
+    def launch(self) -> Launch: ...
+
+
 # params, or None and why the strategy does not take the dispatch
-Plan = Callable[[Dispatch, Target], tuple[dict | None, str]]
+Plan = Callable[[Dispatch, Target], tuple[Params | None, str]]
 
 
 @dataclass(frozen=True)
 class Strategy:
     name: str  # also the script's file name and its sequence @tilefuse_<name>
     plan: Plan
-    describe: Callable[[dict], str]  # the parameters in one line, for explain
+    describe: Callable[[Params], str]  # the parameters in one line, for explain
     # tilefuse.param attribute values for the script, by tag
-    attributes: Callable[[dict, ir.Context], dict]
+    attributes: Callable[[Params, ir.Context], dict]
     # For each optional step of the script (a transform.include carrying
     # `tilefuse.step = "<step>"`), the named sequence that runs there: one
     # defined in the script, or a no-op from common.mlir (PASS, SKIP).
-    steps: Callable[[dict], dict[str, str]] | None = None
+    steps: Callable[[Params], dict[str, str]] | None = None
     # Fusion group kinds it compiles whole (the planner outlines them for it),
     # and why it would refuse one such group (graph, group, target), or None.
     fusion_kinds: tuple[str, ...] = ()

@@ -12,19 +12,35 @@ by the source's bounds and the masked-off lanes take the padding value, so
 no padded copy exists anywhere (seed 002's TensorPadSpecialization).
 """
 
+import dataclasses
 import math
+from dataclasses import dataclass
 
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
-from .contract import Strategy
+from .contract import Launch, Strategy
 
 MAX_RANK = 4
 # Leading dims beyond the grid's three become vector dims of each thread;
 # keep that vector small.
 MAX_SERIAL_ELEMENTS = 8
+
+
+@dataclass(frozen=True)
+class LoopParams:
+    """Per-loop-dim sizes, outermost dim first, as the script's steps take them."""
+
+    launch: Launch
+    root_inputs: tuple[int, ...]  # the root's input operands (all): their producers fuse
+    workgroup_tile: tuple[int, ...]  # 0: a dim beyond the grid, not tiled
+    workgroup_mapping: tuple[str, ...]  # grid dim of each tiled dim ("z", "y", "x")
+    thread_count: tuple[int, ...]  # threads per dim; 0: not distributed
+    thread_mapping: tuple[str, ...]
+    vector_sizes: tuple[int, ...]  # each thread's vector; dims beyond the grid are serial
+    exact: bool  # the tiles divide the shape: no masked transfers
 
 
 def _largest_divisor_at_most(n: int, limit: int) -> int:
@@ -68,7 +84,7 @@ def _check(d: Dispatch) -> str | None:
     return None
 
 
-def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
     why_not = _check(d)
     if why_not:
         return None, why_not
@@ -77,8 +93,8 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     params, why_not = _layout(d.loop_ranges, bits, bf16, target, exact_only=bool(d.pad_inputs))
     if params is None:
         return None, why_not
-    params["root_inputs"] = list(range(len(d.inputs)))
-    notes = "" if params["exact"] else ", ragged edge masked"
+    params = dataclasses.replace(params, root_inputs=tuple(range(len(d.inputs))))
+    notes = "" if params.exact else ", ragged edge masked"
     if d.pad_inputs:
         notes += f", {len(d.pad_inputs)} pad(s) read through masked loads"
     if not d.output_maps_identity:
@@ -120,8 +136,9 @@ def _serial_pad_refusal(shape: list[int]) -> str | None:
 
 def _layout(
     shape: list[int], bits: int, bf16: bool, target: Target, exact_only: bool = False
-) -> tuple[dict | None, str]:
-    """Tiles, threads and vector for a root of this shape, or None and why.
+) -> tuple[LoopParams | None, str]:
+    """Tiles, threads and vector for a root of this shape, or None and why
+    (no root inputs yet: `plan` adds the dispatch's).
 
     exact_only: every thread gets a full vector (tiles divide the shape),
     whatever the thread count. A root that reads through a pad needs it: in
@@ -179,28 +196,28 @@ def _layout(
     thread_count = [0] * max(0, rank - 2) + ([rows] if rank >= 2 else []) + [threads_x]
     thread_mapping = (["y"] if rank >= 2 else []) + ["x"]
     vector_sizes = lead + [1] * (rank - len(lead) - 1) + [vector]
-    params = {
-        "workgroup_tile": workgroup_tile,
-        "workgroup_mapping": block_mapping,
-        "thread_count": thread_count,
-        "thread_mapping": thread_mapping,
-        "vector_sizes": vector_sizes,
-        "workgroup_dims": [threads_x, rows, 1],
-        "subgroup_size": target.subgroup_size,
-        "grid": grid,
-        "exact": exact_x and exact_y,
-    }
+    params = LoopParams(
+        launch=Launch(tuple(grid), (threads_x, rows, 1), target.subgroup_size),
+        root_inputs=(),
+        workgroup_tile=tuple(workgroup_tile),
+        workgroup_mapping=tuple(block_mapping),
+        thread_count=tuple(thread_count),
+        thread_mapping=tuple(thread_mapping),
+        vector_sizes=tuple(vector_sizes),
+        exact=exact_x and exact_y,
+    )
     return params, ""
 
 
-def describe(p: dict) -> str:
+def describe(p: LoopParams) -> str:
     return (
-        f"tile={p['workgroup_tile']} grid={p['grid']} wg={p['workgroup_dims']} "
-        f"vector={p['vector_sizes'][-1]}{'' if p['exact'] else ' masked'}"
+        f"tile={list(p.workgroup_tile)} grid={list(p.launch.grid)} "
+        f"wg={list(p.launch.workgroup)} "
+        f"vector={p.vector_sizes[-1]}{'' if p.exact else ' masked'}"
     )
 
 
-def library_params(rank: int, num_inputs: int, target: Target) -> dict:
+def library_params(rank: int, num_inputs: int, target: Target) -> LoopParams:
     """Shape-agnostic parameters for library mode (`tilefuse flags`).
 
     Without shapes, every tile may be ragged: one row per workgroup, the
@@ -209,34 +226,35 @@ def library_params(rank: int, num_inputs: int, target: Target) -> dict:
     """
     vector = target.vector_elements(32)
     threads = target.preferred_threads
-    return {
-        "root_inputs": list(range(num_inputs)),
-        "workgroup_tile": [1] * (rank - 1) + [threads * vector],
-        "workgroup_mapping": ["z", "y", "x"][3 - rank :],
-        "thread_count": [0] * (rank - 1) + [threads],
-        "thread_mapping": ["x"],
-        "vector_sizes": [1] * (rank - 1) + [vector],
-        "workgroup_dims": [threads, 1, 1],
-        "subgroup_size": target.subgroup_size,
-        "grid": [],
-        "exact": False,
-    }
+    return LoopParams(
+        # Library mode has no grid: the kernel is built without shapes and
+        # IREE counts each dispatch's workgroups. (0, 0, 0) fills the field;
+        # nothing reads it (the driver's alias stage is not library mode).
+        launch=Launch((0, 0, 0), (threads, 1, 1), target.subgroup_size),
+        root_inputs=tuple(range(num_inputs)),
+        workgroup_tile=(1,) * (rank - 1) + (threads * vector,),
+        workgroup_mapping=("z", "y", "x")[3 - rank :],
+        thread_count=(0,) * (rank - 1) + (threads,),
+        thread_mapping=("x",),
+        vector_sizes=(1,) * (rank - 1) + (vector,),
+        exact=False,
+    )
 
 
-def attributes(p: dict, ctx: ir.Context) -> dict:
+def attributes(p: LoopParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/loop.mlir."""
     return {
-        "root_inputs": {"raw_position_list": attrs.i64_array(p["root_inputs"], ctx)},
+        "root_inputs": {"raw_position_list": attrs.i64_array(p.root_inputs, ctx)},
         "workgroup_tile": {
-            "static_tile_sizes": attrs.i64_array(p["workgroup_tile"], ctx),
-            "mapping": attrs.mapping("block", p["workgroup_mapping"], ctx),
+            "static_tile_sizes": attrs.i64_array(p.workgroup_tile, ctx),
+            "mapping": attrs.mapping("block", p.workgroup_mapping, ctx),
         },
         "thread_count": {
-            "static_num_threads": attrs.i64_array(p["thread_count"], ctx),
-            "mapping": attrs.mapping("thread", p["thread_mapping"], ctx),
+            "static_num_threads": attrs.i64_array(p.thread_count, ctx),
+            "mapping": attrs.mapping("thread", p.thread_mapping, ctx),
         },
-        "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
-        **attrs.workgroup(p["workgroup_dims"], p["subgroup_size"], ctx),
+        "vector_sizes": attrs.vector_sizes(p.vector_sizes, ctx),
+        **attrs.workgroup(p.launch, ctx),
     }
 
 

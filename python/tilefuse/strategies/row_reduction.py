@@ -26,19 +26,64 @@ occupancy at 50% (sm_80, 4096x1000 f32: 32 threads 50% -> 256 threads 100%).
 """
 
 import math
+from dataclasses import dataclass
 
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
-from .contract import SKIP, Strategy
+from .contract import SKIP, Launch, Strategy
 from .row_roots import COMBINERS, NAN_PROPAGATING_MINMAX, lone_reduction_refusal
 from .sizes import next_pow2, packed_rows, pow2_at_most
 
 # Target vectors (of V elements) per thread when sizing T: enough work per
 # thread to hide the combine, few enough threads to keep it cheap.
 VECTORS_PER_THREAD = 64
+
+
+@dataclass(frozen=True)
+class RowReductionParams:
+    """Sizes are per loop dim (the parallel dims, then the row), as the
+    script's steps take them; the split row has a chunk dim before the row."""
+
+    launch: Launch  # workgroup (T threads along the row, R rows, 1)
+    reduction: str  # the combiner ("add", "max", ...), for explain
+    layout: str  # "divisible" (chunks only), "ragged" (chunks and a tail), "short" (all tail)
+    root_inputs: tuple[int, ...]  # the root's input operands (all): their producers fuse
+    root_init: int  # operand number of the root's init (after its inputs)
+    workgroup_tile: tuple[int, ...]  # R rows of the innermost parallel dim, 1 of the others
+    workgroup_mapping: tuple[str, ...]
+    reduced_dim: int  # the row's loop dim (after the parallel ones)
+    # The split point: where the tail starts (n: no tail; a short row is all
+    # tail, the driver then hands the whole row to the tail steps).
+    full_length: int
+    chunk: tuple[int, ...]  # one chunk of the row: 0 on the parallel dims, then T*V
+    chunk_step: tuple[int, ...]  # one chunk per iteration of a thread's loop
+    # Threads of the split row [..., C, T*V]: T on the T*V columns, none on
+    # the C chunks (each thread loops over them), R on the rows when R > 1.
+    chunk_threads: tuple[int, ...]
+    thread_count: tuple[int, ...]  # the tail's fill: T threads (and R on the rows)
+    tail_tile: tuple[int, ...]  # each thread's slice of the tail: one V-vector of one row
+    combine_threads: tuple[int, ...]  # threads y of the combine, one per row
+    thread_mapping: tuple[str, ...]
+    vector_sizes: tuple[int, ...]
+
+    @property
+    def threads(self) -> int:  # T
+        return self.launch.workgroup[0]
+
+    @property
+    def rows_per_workgroup(self) -> int:  # R
+        return self.launch.workgroup[1]
+
+    @property
+    def vector(self) -> int:  # V
+        return self.vector_sizes[-1]
+
+    @property
+    def ragged(self) -> bool:
+        return self.layout != "divisible"
 
 
 def _vector(d: Dispatch, target: Target, n: int) -> int:
@@ -58,7 +103,7 @@ def _vector(d: Dispatch, target: Target, n: int) -> int:
     return min(vector, pow2_at_most(n))
 
 
-def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+def plan(d: Dispatch, target: Target) -> tuple[RowReductionParams | None, str]:
     why_not = lone_reduction_refusal(d)
     if why_not:
         return None, why_not
@@ -101,34 +146,26 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     why_not = target.grid_refusal(grid)
     if why_not:
         return None, why_not
-    params = {
-        "root_inputs": list(range(len(d.inputs))),
-        "root_init": len(d.inputs),
-        "workgroup_tile": [1] * (parallel - 1) + [per_wg],
-        "workgroup_mapping": ["z", "y", "x"][3 - parallel :],
-        "reduced_dim": parallel,
-        # The split point: where the tail starts (n: no tail; a short row is
-        # all tail, the driver then hands the whole row to the tail steps).
-        "full_length": full or n,
-        "chunk": [0] * parallel + [chunk],
-        "chunk_step": [0] * parallel + [1, 0],
+    params = RowReductionParams(
+        launch=Launch(tuple(grid), (threads, per_wg, 1), sg),
+        reduction=COMBINERS[d.combiners[0]],
+        layout=layout,
+        root_inputs=tuple(range(len(d.inputs))),
+        root_init=len(d.inputs),
+        workgroup_tile=(1,) * (parallel - 1) + (per_wg,),
+        workgroup_mapping=("z", "y", "x")[3 - parallel :],
+        reduced_dim=parallel,
+        full_length=full or n,
+        chunk=(0,) * parallel + (chunk,),
+        chunk_step=(0,) * parallel + (1, 0),
         **_thread_tiles(parallel, per_wg, threads, vector),
-        "vector_sizes": [1] * parallel + [vector],
-        "threads": threads,
-        "rows_per_workgroup": per_wg,
-        "vector": vector,
-        "subgroup_size": sg,
-        "grid": grid,
-        "layout": layout,
-        "ragged": layout != "divisible",
-        "reduction": COMBINERS[d.combiners[0]],
-        "shared_bytes": shared,
-    }
+        vector_sizes=(1,) * parallel + (vector,),
+    )
     chunks = f"{full // chunk} chunks of {chunk}" if full else "no full chunk"
     notes = f", tail of {n - full} masked" if full != n else ""
     if per_wg > 1:
         notes += f", {per_wg} rows per workgroup"
-    kind = params["reduction"]
+    kind = params.reduction
     return params, (
         f"{kind}-reduction of rows of {n}, {threads} threads x {vector}-vectors, {chunks}{notes}"
     )
@@ -141,78 +178,78 @@ def _thread_tiles(parallel: int, per_wg: int, threads: int, vector: int) -> dict
     row y runs on the threads x of that y, behind a `thread_id.x < 1` guard
     that step 10 turns into a T-lane warp op."""
     if per_wg == 1:
-        lead, x = [0] * parallel, ["x"]
+        lead = (0,) * parallel
         return {
-            "chunk_threads": lead + [0, threads],
-            "thread_count": lead + [threads],
-            "tail_tile": lead + [vector],
-            "combine_threads": [1],
-            "thread_mapping": x,
+            "chunk_threads": lead + (0, threads),
+            "thread_count": lead + (threads,),
+            "tail_tile": lead + (vector,),
+            "combine_threads": (1,),
+            "thread_mapping": ("x",),
         }
-    lead = [0] * (parallel - 1)
+    lead = (0,) * (parallel - 1)
     return {
-        "chunk_threads": lead + [per_wg, 0, threads],
-        "thread_count": lead + [per_wg, threads],
-        "tail_tile": lead + [1, vector],
-        "combine_threads": lead + [per_wg],
-        "thread_mapping": ["y", "x"],
+        "chunk_threads": lead + (per_wg, 0, threads),
+        "thread_count": lead + (per_wg, threads),
+        "tail_tile": lead + (1, vector),
+        "combine_threads": lead + (per_wg,),
+        "thread_mapping": ("y", "x"),
     }
 
 
-def describe(p: dict) -> str:
+def describe(p: RowReductionParams) -> str:
     return (
-        f"grid={p['grid']} wg=[{p['threads']}, {p['rows_per_workgroup']}, 1] "
-        f"vector={p['vector']} "
-        f"chunk={p['chunk'][-1]} {p['reduction']}{' ragged' if p['ragged'] else ''}"
+        f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} "
+        f"vector={p.vector} "
+        f"chunk={p.chunk[-1]} {p.reduction}{' ragged' if p.ragged else ''}"
     )
 
 
-def attributes(p: dict, ctx: ir.Context) -> dict:
+def attributes(p: RowReductionParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/row_reduction.mlir."""
-    threads = attrs.mapping("thread", p["thread_mapping"], ctx)
+    threads = attrs.mapping("thread", p.thread_mapping, ctx)
     return {
-        "root_inputs": {"raw_position_list": attrs.i64_array(p["root_inputs"], ctx)},
-        "root_init": {"operand_number": attrs.i64(p["root_init"], ctx)},
+        "root_inputs": {"raw_position_list": attrs.i64_array(p.root_inputs, ctx)},
+        "root_init": {"operand_number": attrs.i64(p.root_init, ctx)},
         "workgroup_tile": {
-            "static_tile_sizes": attrs.i64_array(p["workgroup_tile"], ctx),
-            "mapping": attrs.mapping("block", p["workgroup_mapping"], ctx),
+            "static_tile_sizes": attrs.i64_array(p.workgroup_tile, ctx),
+            "mapping": attrs.mapping("block", p.workgroup_mapping, ctx),
         },
         "full_length": {
-            "dimension": attrs.i64(p["reduced_dim"], ctx),
-            "static_chunk_sizes": attrs.i64(p["full_length"], ctx),
+            "dimension": attrs.i64(p.reduced_dim, ctx),
+            "static_chunk_sizes": attrs.i64(p.full_length, ctx),
         },
         "chunk": {
-            "split_factor": attrs.i64(p["chunk"][-1], ctx),
-            "insert_split_dimension": attrs.i64(p["reduced_dim"], ctx),
+            "split_factor": attrs.i64(p.chunk[-1], ctx),
+            "insert_split_dimension": attrs.i64(p.reduced_dim, ctx),
         },
-        "tail_chunk": {"tile_sizes": attrs.i64_list(p["chunk"], ctx)},
+        "tail_chunk": {"tile_sizes": attrs.i64_list(p.chunk, ctx)},
         "chunk_threads": {
-            "static_num_threads": attrs.i64_array(p["chunk_threads"], ctx),
+            "static_num_threads": attrs.i64_array(p.chunk_threads, ctx),
             "mapping": threads,
         },
-        "chunk_step": attrs.static_sizes(p["chunk_step"], ctx),
+        "chunk_step": attrs.static_sizes(p.chunk_step, ctx),
         "thread_count": {
-            "static_num_threads": attrs.i64_array(p["thread_count"], ctx),
+            "static_num_threads": attrs.i64_array(p.thread_count, ctx),
             "mapping": threads,
         },
         "tail_tile": {
-            "static_tile_sizes": attrs.i64_array(p["tail_tile"], ctx),
+            "static_tile_sizes": attrs.i64_array(p.tail_tile, ctx),
             "mapping": threads,
         },
         "combine_threads": {
-            "static_num_threads": attrs.i64_array(p["combine_threads"], ctx),
+            "static_num_threads": attrs.i64_array(p.combine_threads, ctx),
         },
-        "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
-        "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
-        **attrs.workgroup([p["threads"], p["rows_per_workgroup"], 1], p["subgroup_size"], ctx),
+        "vector_sizes": attrs.vector_sizes(p.vector_sizes, ctx),
+        "warp_size": {"warp_size": attrs.i64(p.threads, ctx)},
+        **attrs.workgroup(p.launch, ctx),
     }
 
 
-def steps(p: dict) -> dict[str, str]:
+def steps(p: RowReductionParams) -> dict[str, str]:
     """Steps 3-7 of transform_scripts/row_reduction.mlir by the row's layout:
     divisible (chunks only), ragged (chunks and a tail), short (all tail)."""
-    chunks = p["layout"] != "short"
-    tail = p["layout"] != "divisible"
+    chunks = p.layout != "short"
+    tail = p.layout != "divisible"
     return {
         "split_row": "row_reduction_split_row" if chunks else "row_reduction_all_tail",
         "chunks": "row_reduction_chunks" if chunks else "row_reduction_no_chunks",

@@ -36,13 +36,46 @@ packing costs nothing and saves workgroups (row sums 4096x1000 on lavapipe:
 R = 32 1.26x IREE's time, R = 128 0.97x).
 """
 
+from dataclasses import dataclass
+
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs, row_reduction, row_roots
-from .contract import PASS, SKIP, Strategy
+from .contract import PASS, SKIP, Launch, Strategy
 from .sizes import packed_rows
+
+
+@dataclass(frozen=True)
+class RowWarpParams:
+    launch: Launch  # workgroup (T lanes, R rows, 1): T is the subgroup size
+    vector: int  # V
+    chunks: int  # full chunks of T*V in a row (a normalization unrolls them all)
+    tail: int  # elements after the last full chunk (a multiple of T)
+    elementwise_root: bool  # a row normalization; else a lone row reduction
+    reductions: int  # the dispatch's row reductions (explain only)
+
+    @property
+    def threads(self) -> int:  # T
+        return self.launch.workgroup[0]
+
+    @property
+    def rows_per_workgroup(self) -> int:  # R
+        return self.launch.workgroup[1]
+
+    @property
+    def chunk(self) -> int:  # T*V
+        return self.threads * self.vector
+
+    @property
+    def full_length(self) -> int:  # where the tail starts
+        return self.chunks * self.chunk
+
+    @property
+    def unrolled(self) -> bool:
+        """A normalization's chunk loops are unrolled (all but a one-chunk row's)."""
+        return self.elementwise_root and self.chunks > 1
 
 
 def _vector(bits: int, d: Dispatch, n: int, threads: int, target: Target) -> int:
@@ -78,7 +111,7 @@ def _root_refusal(d: Dispatch, target: Target) -> str | None:
     return "root is neither elementwise over the rows nor a lone row reduction"
 
 
-def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+def plan(d: Dispatch, target: Target) -> tuple[RowWarpParams | None, str]:
     if d.problem:
         return None, d.problem
     why_not = _root_refusal(d, target)
@@ -111,22 +144,14 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         return None, why_not
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
-    params = {
-        "row_tile": [per_wg],
-        "full_length": full,
-        "reduction_chunk": [0, chunk],
-        "root_chunk": [0, chunk],
-        "chunks": chunks,
-        "tail": n - full,
-        "unrolled": normalization and chunks > 1,
-        "elementwise_root": normalization,
-        "threads": threads,
-        "rows_per_workgroup": per_wg,
-        "vector": vector,
-        "subgroup_size": threads,
-        "grid": [rows // per_wg, 1, 1],
-        "reductions": reductions,
-    }
+    params = RowWarpParams(
+        launch=Launch((rows // per_wg, 1, 1), (threads, per_wg, 1), threads),
+        vector=vector,
+        chunks=chunks,
+        tail=n - full,
+        elementwise_root=normalization,
+        reductions=reductions,
+    )
     group = f"{d.group_kind} group, " if d.group_kind else ""
     tail = f" and a tail of {n - full} ({(n - full) // threads} per lane)" if n != full else ""
     packing = f", {per_wg} rows per workgroup" if per_wg > 1 else ""
@@ -142,42 +167,42 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     )
 
 
-def describe(p: dict) -> str:
-    tail = f" tail={p['tail']}" if p["tail"] else ""
+def describe(p: RowWarpParams) -> str:
+    tail = f" tail={p.tail}" if p.tail else ""
     return (
-        f"grid={p['grid']} wg=[{p['threads']}, {p['rows_per_workgroup']}, 1] "
-        f"vector={p['vector']} chunk={p['reduction_chunk'][-1]} chunks={p['chunks']}{tail} "
-        f"reductions={p['reductions']} shared=0B"
+        f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} "
+        f"vector={p.vector} chunk={p.chunk} chunks={p.chunks}{tail} "
+        f"reductions={p.reductions} shared=0B"
     )
 
 
-def attributes(p: dict, ctx: ir.Context) -> dict:
+def attributes(p: RowWarpParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/row_warp.mlir."""
     return {
-        "row_tile": {"static_tile_sizes": attrs.i64_array(p["row_tile"], ctx)},
+        "row_tile": {"static_tile_sizes": attrs.i64_array([p.rows_per_workgroup], ctx)},
         "full_length": {
             "dimension": attrs.i64(1, ctx),
-            "static_chunk_sizes": attrs.i64(p["full_length"], ctx),
+            "static_chunk_sizes": attrs.i64(p.full_length, ctx),
         },
-        "reduction_chunk": {"tile_sizes": attrs.i64_list(p["reduction_chunk"], ctx)},
-        "root_chunk": attrs.static_sizes(p["root_chunk"], ctx),
-        "unroll": {"factor": attrs.i64(p["chunks"], ctx)},
-        "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
-        **attrs.workgroup([p["threads"], p["rows_per_workgroup"], 1], p["subgroup_size"], ctx),
+        "reduction_chunk": {"tile_sizes": attrs.i64_list([0, p.chunk], ctx)},
+        "root_chunk": attrs.static_sizes([0, p.chunk], ctx),
+        "unroll": {"factor": attrs.i64(p.chunks, ctx)},
+        "warp_size": {"warp_size": attrs.i64(p.threads, ctx)},
+        **attrs.workgroup(p.launch, ctx),
     }
 
 
-def steps(p: dict) -> dict[str, str]:
+def steps(p: RowWarpParams) -> dict[str, str]:
     """The tail's split only for ragged rows; the root's chunk loop only for
     an elementwise root (peeled for ragged rows); unrolling only for an
     elementwise root of more than one chunk."""
-    root = p["elementwise_root"]
+    root = p.elementwise_root
     return {
-        "split_rows": "row_warp_split_rows" if p["tail"] else PASS,
+        "split_rows": "row_warp_split_rows" if p.tail else PASS,
         "chunk_root": "row_warp_chunk_root" if root else PASS,
-        "peel_root": "row_warp_peel_root" if root and p["tail"] else PASS,
-        "unroll_reductions": "row_warp_unroll" if p["unrolled"] else SKIP,
-        "unroll_root": "row_warp_unroll" if p["unrolled"] else SKIP,
+        "peel_root": "row_warp_peel_root" if root and p.tail else PASS,
+        "unroll_reductions": "row_warp_unroll" if p.unrolled else SKIP,
+        "unroll_root": "row_warp_unroll" if p.unrolled else SKIP,
     }
 
 

@@ -48,6 +48,7 @@ across subgroups).
 """
 
 import math
+from dataclasses import dataclass
 
 from iree.compiler import ir
 
@@ -55,7 +56,7 @@ from ..dispatch.read import Dispatch
 from ..irutil import element_bits
 from ..targets import Target
 from . import attrs, row_roots
-from .contract import SKIP, Strategy
+from .contract import SKIP, Launch, Strategy
 from .row_roots import (
     MAX_ACCUMULATOR_BITS,
     ROOT_EPILOGUE,
@@ -85,6 +86,30 @@ GROUP_COMBINERS = {
     "stablehlo.minimum": "min",
     "stablehlo.multiply": "mul",
 }
+
+
+@dataclass(frozen=True)
+class SoftmaxParams:
+    launch: Launch  # workgroup (T threads per row, R rows, 1)
+    vector: int  # V
+    reductions: int  # the dispatch's row reductions (explain only)
+    shared_bytes: int  # workgroup memory of the R rows (explain only)
+    ragged: bool  # T*V does not divide the row: its last chunk is shorter
+    # Peel the reductions' last chunk: a ragged row with full chunks before
+    # it (a row shorter than one chunk is one masked chunk, no loop).
+    peel: bool
+
+    @property
+    def threads(self) -> int:  # T
+        return self.launch.workgroup[0]
+
+    @property
+    def rows_per_workgroup(self) -> int:  # R
+        return self.launch.workgroup[1]
+
+    @property
+    def chunk(self) -> int:  # T*V
+        return self.threads * self.vector
 
 
 def layout(n: int, bits: int, target: Target) -> tuple[int, int]:
@@ -167,7 +192,7 @@ def group_refusal(graph, group, target: Target) -> str | None:
     return None
 
 
-def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
+def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
     why_not = row_ops_refusal(d)
     if why_not:
         return None, why_not
@@ -202,24 +227,14 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     if why_not:
         return None, why_not
     chunk = threads * vector
-    params = {
-        "row_tile": [per_wg],
-        "reduction_chunk": [0, chunk],
-        "thread_tile": [1, vector],
-        "combine_threads": [per_wg],
-        "vector_sizes": [1, vector],
-        "threads": threads,
-        "rows_per_workgroup": per_wg,
-        "vector": vector,
-        "subgroup_size": sg,
-        "grid": [rows // per_wg, 1, 1],
-        "reductions": reductions,
-        "shared_bytes": shared,
-        "ragged": n % chunk != 0,
-        # Peel the reductions' last chunk when the row has full chunks before
-        # it (a row shorter than one chunk is one masked chunk, no loop).
-        "peel": n % chunk != 0 and n > chunk,
-    }
+    params = SoftmaxParams(
+        launch=Launch((rows // per_wg, 1, 1), (threads, per_wg, 1), sg),
+        vector=vector,
+        reductions=reductions,
+        shared_bytes=shared,
+        ragged=n % chunk != 0,
+        peel=n % chunk != 0 and n > chunk,
+    )
     group = f"{d.group_kind} group, " if d.group_kind else ""
     stored = {
         "reduction": "the last one stored",
@@ -227,9 +242,9 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
         "elementwise": "then the root",
     }[ROOT_KINDS[tuple(d.iterator_types)]]
     notes = ""
-    if params["peel"]:
+    if params.peel:
         notes = f", {n // chunk} chunks of {chunk} and one of {n % chunk}"
-    elif params["ragged"]:
+    elif params.ragged:
         notes = f", one chunk of {n}"
     if per_wg > 1:
         notes += f", {per_wg} rows per workgroup"
@@ -240,31 +255,32 @@ def plan(d: Dispatch, target: Target) -> tuple[dict | None, str]:
     )
 
 
-def describe(p: dict) -> str:
+def describe(p: SoftmaxParams) -> str:
     return (
-        f"grid={p['grid']} wg=[{p['threads']}, {p['rows_per_workgroup']}, 1] "
-        f"vector={p['vector']} "
-        f"chunk={p['reduction_chunk'][-1]} reductions={p['reductions']} "
-        f"shared={p['shared_bytes']}B{' ragged' if p['ragged'] else ''}"
+        f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} "
+        f"vector={p.vector} "
+        f"chunk={p.chunk} reductions={p.reductions} "
+        f"shared={p.shared_bytes}B{' ragged' if p.ragged else ''}"
     )
 
 
-def attributes(p: dict, ctx: ir.Context) -> dict:
+def attributes(p: SoftmaxParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/softmax.mlir."""
+    rows = [p.rows_per_workgroup]  # the rows of a workgroup, one thread y each
     return {
-        "reduction_chunk": {"tile_sizes": attrs.i64_list(p["reduction_chunk"], ctx)},
-        "row_tile": {"static_tile_sizes": attrs.i64_array(p["row_tile"], ctx)},
-        "thread_tile": {"static_tile_sizes": attrs.i64_array(p["thread_tile"], ctx)},
-        "combine_threads": {"static_num_threads": attrs.i64_array(p["combine_threads"], ctx)},
-        "vector_sizes": attrs.vector_sizes(p["vector_sizes"], ctx),
-        "warp_size": {"warp_size": attrs.i64(p["threads"], ctx)},
-        **attrs.workgroup([p["threads"], p["rows_per_workgroup"], 1], p["subgroup_size"], ctx),
+        "reduction_chunk": {"tile_sizes": attrs.i64_list([0, p.chunk], ctx)},
+        "row_tile": {"static_tile_sizes": attrs.i64_array(rows, ctx)},
+        "thread_tile": {"static_tile_sizes": attrs.i64_array([1, p.vector], ctx)},
+        "combine_threads": {"static_num_threads": attrs.i64_array(rows, ctx)},
+        "vector_sizes": attrs.vector_sizes([1, p.vector], ctx),
+        "warp_size": {"warp_size": attrs.i64(p.threads, ctx)},
+        **attrs.workgroup(p.launch, ctx),
     }
 
 
-def steps(p: dict) -> dict[str, str]:
+def steps(p: SoftmaxParams) -> dict[str, str]:
     """A row the chunk divides has no peeled chunk."""
-    return {"peel_chunks": "softmax_peel_chunks" if p["peel"] else SKIP}
+    return {"peel_chunks": "softmax_peel_chunks" if p.peel else SKIP}
 
 
 STRATEGY = Strategy(
