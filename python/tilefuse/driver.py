@@ -1,12 +1,14 @@
 """The compile pipeline, top to bottom.
 
-    load -> hlo rewrites, plan and outline fusion groups -> phase 1 (executable sources)
-    -> collapse, read dispatches -> choose strategies -> write the transform library
-    -> phase 2 (vmfb) -> verify
-    [-> SPIR-V only: splice kernels with narrow accesses aliased -> phase 3]
+    load -> fusion (plan and outline groups) -> phase 1 (executable sources)
+    -> dispatches (collapse, read) -> strategies -> phase 2 (library, vmfb,
+    verify) [-> phase 3, SPIR-V only: kernels with narrow accesses aliased]
 
-Every stage is one small function; `compile_program` reads like the diagram
-in docs/architecture.md.
+`STAGES` (at the end of this file) is that list: named stages that each read
+and extend one `Compilation` record, run in order by `run_stages`. A later
+stage's inputs are kept, so `recompile` reruns phase 2 with other flags
+without planning or running phase 1 again (bench's timing modules). The
+functions before the stages are the pieces they call, each testable alone.
 
 The promise: a program plain iree-compile compiles, tilefuse compiles too.
 So nothing tilefuse adds may cost the compile; each failure is undone at the
@@ -63,6 +65,8 @@ class CompileResult:
     sources: Path | None = None  # phase 1's executable sources (gone unless dump_dir)
     # What the stages between phase 1 and 2 did (collapse), one line each.
     log: list[str] = field(default_factory=list)
+    # Every stage's output, for `recompile` (None for a loaded module).
+    compilation: "Compilation | None" = None
 
 
 @dataclass(frozen=True)
@@ -253,12 +257,20 @@ def _sequence_lines(library: Path) -> list[tuple[int, str]]:
 
 
 def phase2_with_fallbacks(
-    choices: list[Choice], sources: Path, target: Target, workdir: Path, options: Options
+    choices: list[Choice],
+    sources: Path,
+    target: Target,
+    workdir: Path,
+    options: Options,
+    failures: dict[str, str] | None = None,
 ) -> tuple[bytes, str, list[Path], dict[str, str], Path]:
     """Phase 2, withdrawing each strategy that fails until the compile
-    succeeds: returns the module, the log, the PTX files, the failures
-    (dispatch name -> why its strategy was withdrawn) and the library used."""
-    failures = {c.dispatch.name: c.failure for c in choices if c.failure}
+    succeeds, starting from `failures` (dispatch name -> why its strategy is
+    withdrawn; default: the choosers' errors): returns the module, the log,
+    the PTX files, the failures and the library used."""
+    if failures is None:
+        failures = {c.dispatch.name: c.failure for c in choices if c.failure}
+    failures = dict(failures)
     while True:
         kept = [
             c if c.dispatch.name not in failures else replace(c, strategy=None) for c in choices
@@ -385,6 +397,143 @@ def _describe(error: Exception) -> str:
     return f"internal error {type(error).__name__}: {error}"
 
 
+@dataclass
+class Compilation:
+    """What the stages hand each other (STAGES, in order), for one compile
+    attempt. Each stage reads what the stages before it wrote here."""
+
+    program: Program
+    target: Target
+    workdir: Path
+    options: Options
+    fused: FusedAttempt | None = None  # None: IREE forms the dispatches
+    plan: "fusion_pkg.FusionPlan | None" = None
+    phase1_program: Program | None = None  # the program with groups outlined
+    sources: Path | None = None  # phase 1's executable sources
+    stage_log: list[str] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    choices: list[Choice] = field(default_factory=list)
+    # dispatch name -> why its strategy was withdrawn (a chooser error, a
+    # phase 2 failure); phase 2 starts from it, so a recompile skips failures.
+    failures: dict[str, str] = field(default_factory=dict)
+    library: Path | None = None
+    vmfb: bytes = b""
+    kernel_log: str = ""  # phase 2's stdout + stderr: the printed kernels
+    ptx_files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def fusion_stage(c: Compilation) -> None:
+    c.phase1_program = c.program
+    if c.fused is not None:
+        c.phase1_program, c.plan = outline_stage(c.program, c.target, c.workdir, c.fused.withheld)
+        c.fused.plan = c.plan
+
+
+def phase1_stage(c: Compilation) -> None:
+    c.sources = phase1_executable_sources(
+        phase1_input(c.phase1_program, c.target, c.workdir),
+        c.target,
+        c.workdir,
+        c.options.phase1_flags,
+        c.options.timeout_s,
+    )
+
+
+def dispatch_stage(c: Compilation) -> None:
+    """Rewrite (collapse) and read the dispatches; tie them to their groups."""
+    c.stage_log = collapse_stage(c.sources) if c.target.is_gpu else []
+    c.dispatches = read_dispatches(c.sources.read_text())
+    if c.plan is not None:
+        c.fused.dispatches = c.dispatches
+        fusion_pkg.attach_groups(c.plan, c.dispatches)
+
+
+def strategy_stage(c: Compilation) -> None:
+    c.choices = choose_strategies(c.dispatches, c.target, c.plan is not None)
+    c.failures = {d.dispatch.name: d.failure for d in c.choices if d.failure}
+
+
+def phase2_stage(c: Compilation) -> None:
+    c.vmfb, c.kernel_log, c.ptx_files, c.failures, c.library = phase2_with_fallbacks(
+        c.choices, c.sources, c.target, c.workdir, c.options, c.failures
+    )
+    (c.workdir / "phase2.log").write_text(c.kernel_log)
+
+
+def phase3_stage(c: Compilation) -> None:
+    """SPIR-V: compile again with the aliased kernels spliced in (alias_stage);
+    if that fails, phase 2's module stands and a note says why."""
+    applied = [d for d in c.choices if d.strategy and d.dispatch.name not in c.failures]
+    aliased = alias_stage(applied, c.kernel_log, c.sources, c.target, c.workdir)
+    if aliased is None:
+        return
+    spliced_sources, names = aliased
+    rest = [d for d in applied if d.dispatch.name not in names]
+    library3 = write_library(rest, c.workdir, "dispatch_table_phase3")
+    try:
+        vmfb, log3, ptx_files = phase2_executable(
+            spliced_sources,
+            library3,
+            c.target,
+            c.workdir,
+            bool(rest),
+            c.options,
+            "phase 3 (kernels with aliased bindings to GPU code)",
+        )
+        (c.workdir / "phase3.log").write_text(log3)
+        problems = kernel_problems(rest, log3)
+        if problems:
+            name, problem = next(iter(problems.items()))
+            raise TilefuseError(f"phase 3: dispatch {name}: {problem}")
+    except TilefuseError as e:
+        if c.options.strict:
+            raise
+        why = str(e).replace(f"{c.workdir}/", "")
+        c.notes.append(f"FALLBACK: phase 3 dropped, phase 2's kernels kept: {why}")
+        return
+    c.vmfb, c.ptx_files = vmfb, ptx_files
+
+
+def ptxas_check(c: Compilation, result: CompileResult) -> None:
+    if c.target.backend != "cuda":
+        return
+    if not c.ptx_files:
+        raise TilefuseError("phase 2 wrote no PTX to check")
+    attach_ptxas(result.reports, c.ptx_files, c.target.ptxas_arch)
+
+
+# The compile, in order; `recompile` runs the stages from phase 2 on.
+STAGES = (
+    ("fusion", fusion_stage),  # plan and outline fusion groups (fusion.mlir)
+    ("phase1", phase1_stage),  # iree-compile to executable sources
+    ("dispatches", dispatch_stage),  # collapse, read dispatches, attach groups
+    ("strategies", strategy_stage),  # a strategy and parameters per dispatch
+    ("phase2", phase2_stage),  # transform library + iree-compile to a vmfb, verify
+    ("phase3", phase3_stage),  # SPIR-V: aliased narrow accesses, compiled again
+)
+
+
+def run_stages(c: Compilation, first: str = STAGES[0][0]) -> CompileResult:
+    names = [name for name, _ in STAGES]
+    for _, stage in STAGES[names.index(first) :]:
+        stage(c)
+    result = CompileResult(
+        c.vmfb,
+        c.target,
+        c.program,
+        reports(c.choices, c.failures),
+        c.library.read_text(),
+        c.plan,
+        notes=list(c.notes),
+        sources=c.sources,
+        log=c.stage_log,
+        compilation=c,
+    )
+    ptxas_check(c, result)
+    return result
+
+
 def compile_dispatches(
     program: Program,
     target: Target,
@@ -392,80 +541,27 @@ def compile_dispatches(
     options: Options,
     fused: FusedAttempt | None = None,
 ) -> CompileResult:
-    """Everything after loading: fusion (when `fused` is given: it records
-    the plan and dispatches), phase 1, strategies, phase 2 (and 3), checks."""
+    """Every stage after loading; with `fused`, fusion groups are planned and
+    the attempt records the plan and dispatches (for blaming a failure)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    phase1_program, plan = program, None
-    if fused is not None:
-        phase1_program, plan = outline_stage(program, target, workdir, fused.withheld)
-        fused.plan = plan
-    sources = phase1_executable_sources(
-        phase1_input(phase1_program, target, workdir),
-        target,
-        workdir,
-        options.phase1_flags,
-        options.timeout_s,
-    )
-    stage_log = collapse_stage(sources) if target.is_gpu else []
-    dispatches = read_dispatches(sources.read_text())
-    if plan is not None:
-        fused.dispatches = dispatches
-        fusion_pkg.attach_groups(plan, dispatches)
-    choices = choose_strategies(dispatches, target, plan is not None)
-    vmfb, log, ptx_files, failures, library = phase2_with_fallbacks(
-        choices, sources, target, workdir, options
-    )
-    (workdir / "phase2.log").write_text(log)
-    result = CompileResult(
-        vmfb, target, program, reports(choices, failures), library.read_text(), plan
-    )
-    result.sources, result.log = sources, stage_log
-    applied = [c for c in choices if c.strategy and c.dispatch.name not in failures]
-    result.vmfb, ptx_files = phase3_stage(applied, log, sources, target, workdir, options, result)
-    if target.backend == "cuda":
-        if not ptx_files:
-            raise TilefuseError("phase 2 wrote no PTX to check")
-        attach_ptxas(result.reports, ptx_files, target.ptxas_arch)
-    return result
+    return run_stages(Compilation(program, target, workdir, options, fused))
 
 
-def phase3_stage(
-    applied: list[Choice],
-    log: str,
-    sources: Path,
-    target: Target,
-    workdir: Path,
-    options: Options,
-    result: CompileResult,
-) -> tuple[bytes, list[Path]]:
-    """SPIR-V: compile again with the aliased kernels spliced in (alias_stage);
-    if that fails, phase 2's module stands and a note says why."""
-    ptx_files = sorted((workdir / "binaries").glob("*.ptx"))
-    aliased = alias_stage(applied, log, sources, target, workdir)
-    if aliased is None:
-        return result.vmfb, ptx_files
-    spliced_sources, names = aliased
-    rest = [c for c in applied if c.dispatch.name not in names]
-    library3 = write_library(rest, workdir, "dispatch_table_phase3")
-    try:
-        vmfb, log3, ptx_files = phase2_executable(
-            spliced_sources,
-            library3,
-            target,
-            workdir,
-            bool(rest),
-            options,
-            "phase 3 (kernels with aliased bindings to GPU code)",
-        )
-        (workdir / "phase3.log").write_text(log3)
-        problems = kernel_problems(rest, log3)
-        if problems:
-            name, problem = next(iter(problems.items()))
-            raise TilefuseError(f"phase 3: dispatch {name}: {problem}")
-    except TilefuseError as e:
-        if options.strict:
-            raise
-        why = str(e).replace(f"{workdir}/", "")
-        result.notes.append(f"FALLBACK: phase 3 dropped, phase 2's kernels kept: {why}")
-        return result.vmfb, ptx_files
-    return vmfb, ptx_files
+def recompile(result: CompileResult, workdir: Path, phase2_flags: tuple[str, ...]) -> bytes:
+    """The module again with other phase 2 flags (bench: every dispatch
+    repeated), reusing everything before phase 2: fusion plan, executable
+    sources, strategies, and the strategies withdrawn the first time.
+    `result` must come from a compile whose work directory still exists
+    (a dump_dir)."""
+    c = result.compilation
+    if c is None or not c.sources.exists():
+        raise TilefuseError("recompile needs a compile kept in a dump directory")
+    workdir.mkdir(parents=True, exist_ok=True)
+    again = replace(
+        c,
+        workdir=workdir,
+        options=replace(c.options, phase2_flags=tuple(phase2_flags)),
+        notes=[],
+        failures=dict(c.failures),
+    )
+    return run_stages(again, "phase2").vmfb
