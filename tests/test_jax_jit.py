@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
+from support import run_cli
 from tilefuse import TilefuseError
 
 
@@ -103,3 +104,36 @@ def test_untraceable_function_is_a_tilefuse_error():
 
     with pytest.raises(TilefuseError, match="JAX could not trace branchy"):
         tilefuse.jit(branchy)(np.ones(4, np.float32))
+
+
+@pytest.mark.parametrize("form", ["serialized", "portable_artifact"])
+def test_compile_reads_jax_export(form, tmp_path):
+    """`tilefuse compile` takes what jax.export writes: a serialized Exported
+    and its StableHLO portable artifact (VHLO bytecode), as plain
+    iree-compile takes the latter."""
+    from jax import export
+
+    def softmax(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    exported = export.export(jax.jit(softmax))(jax.ShapeDtypeStruct((64, 128), jnp.float32))
+    data = exported.serialize() if form == "serialized" else exported.mlir_module_serialized
+    path = tmp_path / "softmax.bin"
+    path.write_bytes(bytes(data))
+    out = tmp_path / "softmax.vmfb"
+    proc = run_cli("compile", str(path), "-o", str(out), "--target", "vulkan", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    x = np.random.default_rng(3).standard_normal((64, 128), np.float32)
+    module = tilefuse.load(out, "vulkan")
+    close(module.main(x), softmax(x), 2e-5)
+    reports = tilefuse.compile(path).reports
+    assert all(r.status == "applied" for r in reports), [r.line() for r in reports]
+
+
+def test_unreadable_export_is_one_error_line(tmp_path):
+    path = tmp_path / "broken.bin"
+    path.write_bytes(b"ML\xefR\rStableHLO_v1.15.0\x00garbage")
+    proc = run_cli("compile", str(path), "-o", str(tmp_path / "x.vmfb"))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"tilefuse: error: {path}: a StableHLO portable artifact")
+    assert not (tmp_path / "x.vmfb").exists()

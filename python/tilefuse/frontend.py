@@ -1,5 +1,10 @@
 """Load a StableHLO program (text, bytecode, or a string) and check it.
 
+What `jax.export` writes is read too: a serialized `Exported`
+(`exported.serialize()`) and a StableHLO portable artifact
+(`exported.mlir_module_serialized`, VHLO bytecode); both are turned into
+StableHLO with JAX's own reader, so they need the `jax` extra.
+
 Every problem becomes one TilefuseError that names the file and line, so the
 CLI never shows a traceback.
 """
@@ -56,6 +61,7 @@ def load_program(source: str | Path | bytes) -> Program:
     else:
         data, name = source.encode(), "<string>"
 
+    data = _from_jax_export(data, name)
     ctx = context()
     if data.startswith(BYTECODE_MAGIC):
         asm: str | bytes = data
@@ -87,3 +93,50 @@ def load_program(source: str | Path | bytes) -> Program:
         # Keep the user's file name in locations, for IREE's error messages.
         text = text.replace('loc("-":', f'loc("{path}":')
     return Program(text=text, name=name, path=path, functions=functions)
+
+
+def _from_jax_export(data: bytes, name: str) -> bytes:
+    """StableHLO text for what jax.export serializes; other input unchanged."""
+    # The bytecode's producer string (after the magic and a version number).
+    portable = data.startswith(BYTECODE_MAGIC) and b"StableHLO_v" in data[:32]
+    exported = not data.startswith(BYTECODE_MAGIC) and _is_flatbuffer(data)
+    if not (portable or exported):
+        return data
+    what = "a StableHLO portable artifact" if portable else "a jax.export serialization"
+    try:
+        import jax.export
+        from jaxlib.mlir import ir as jax_ir
+        from jaxlib.mlir.dialects import stablehlo
+    except ImportError:
+        raise TilefuseError(
+            f"{what}: reading it needs JAX (pip install 'tilefuse[jax]'), "
+            "or give the StableHLO as text (exported.mlir_module())",
+            name,
+        ) from None
+    said: list[str] = []
+    try:
+        if exported:
+            return jax.export.deserialize(bytearray(data)).mlir_module().encode()
+        with jax_ir.Context() as ctx:
+            stablehlo.register_dialect(ctx)
+            # Keep the reader's diagnostics for the one error line.
+            ctx.attach_diagnostic_handler(lambda d: said.append(str(d)) or True)
+            module = stablehlo.deserialize_portable_artifact(ctx, data)
+            return module.operation.get_asm(enable_debug_info=True).encode()
+    except Exception as e:  # noqa: BLE001 -- JAX's reader errors, said once
+        why = said[0] if said else str(e)
+        raise TilefuseError(f"{what} that JAX cannot read: {why}", name) from None
+
+
+def _is_flatbuffer(data: bytes) -> bool:
+    """A jax.export serialization: a flatbuffer (a little-endian root offset
+    into the buffer), not UTF-8 text."""
+    if len(data) < 8:
+        return False
+    try:
+        data[:256].decode()
+        return False
+    except UnicodeDecodeError:
+        pass
+    root = int.from_bytes(data[:4], "little")
+    return 8 <= root < len(data)
