@@ -1,6 +1,7 @@
 """StableHLO rewrites run before fusion planning, in one ordered list.
 
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
+    broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
     scalars.py    reductions to a scalar as reductions of rows
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..targets import Target
-from . import argminmax, minmax, scalars
+from . import argminmax, broadcasts, minmax, scalars
 from .normalize import normalize
 
 
@@ -27,9 +28,12 @@ class FunctionRewrite:
     rewrite: Callable[[ir.Operation], list[str]]  # a func.func, in place -> log
 
 
-# In this order: a float max to a scalar (scalars) is split as the integer
-# max of its keys (minmax), decoded once at the end.
+# In this order: broadcast chains first, so that every later rewrite and the
+# planner see a reduction's result broadcast directly; a float max to a
+# scalar (scalars) is split as the integer max of its keys (minmax), decoded
+# once at the end.
 FUNCTION_REWRITES = (
+    FunctionRewrite("broadcasts", lambda t: True, broadcasts.rewrite_function),
     FunctionRewrite("argminmax", lambda t: t.is_gpu, argminmax.rewrite_function),
     FunctionRewrite(
         "minmax", lambda t: t.is_gpu and t.float_minmax_as_keys, minmax.rewrite_function

@@ -1,0 +1,152 @@
+"""Broadcast chains folded into one broadcast_in_dim.
+
+JAX reduces to rank 1 and broadcasts back through a keepdims shape:
+
+    %m  = reduce %x across [1]            : [512, 1000] -> [512]
+    %k  = broadcast_in_dim %m, dims = [0]     : [512] -> [512, 1]
+    %b  = broadcast_in_dim %k, dims = [0, 1]  : [512, 1] -> [512, 1000]
+
+The planner sees a reduction result broadcast back over its rows only when
+the broadcast reads the reduction directly; with the [512, 1] step between,
+a JAX softmax became three groups where the hand-written sample is one. The
+chain is one broadcast: broadcast_in_dim(broadcast_in_dim(x, d1), d2) is
+broadcast_in_dim(x, [d2[i] for i in d1]). The outer op is replaced; the inner
+one goes when nothing else reads it.
+
+Elementwise math on the keepdims shape ([512, 1]: JAX's mean, var + eps,
+rsqrt) sits between the two steps of such a chain. Where every operand of an
+elementwise op is the same keepdims broadcast (it only inserts unit dims) or
+a splat of a scalar, the op runs on the unbroadcast shape and its result is
+broadcast instead (`sink_keepdims`), so the chain meets and folds.
+
+IREE's `iree-stablehlo-canonicalize` also folds chains, but it rewrites more
+(a unit-dim broadcast becomes a reshape, which the planner reads
+differently), so this fold is its own small rewrite.
+"""
+
+from iree.compiler import ir
+
+from ..frontend import location_text
+from ..irutil import walk
+from .ops import ELEMENTWISE, element_type, shape_of
+
+BROADCAST = "stablehlo.broadcast_in_dim"
+
+
+def _dims(op: ir.Operation) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"]))
+
+
+def rewrite_function(func: ir.Operation) -> list[str]:
+    """Sink keepdims broadcasts below elementwise ops, then fold every
+    broadcast of a broadcast in `func`, in place; one log line per change."""
+    return sink_keepdims(func) + fold_chains(func)
+
+
+def _producer(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def _keepdims(op: ir.Operation) -> bool:
+    """A broadcast that only inserts unit dims ([512] -> [512, 1])."""
+    source, result = shape_of(op.operands[0].type), shape_of(op.results[0].type)
+    if source is None or result is None or not source:
+        return False
+    dims = _dims(op)
+    kept = all(result[d] == n for d, n in zip(dims, source))
+    inserted = all(n == 1 for i, n in enumerate(result) if i not in dims)
+    return kept and inserted and dims == sorted(dims)
+
+
+def _splat(op: ir.Operation) -> bool:
+    return shape_of(op.operands[0].type) == []
+
+
+def sink_keepdims(func: ir.Operation) -> list[str]:
+    log = []
+    for op in [op for op in walk(func) if op.name in ELEMENTWISE]:
+        producers = [_producer(v) for v in op.operands]
+        if any(p is None or p.name != BROADCAST for p in producers):
+            continue
+        keep = [p for p in producers if _keepdims(p)]
+        if not keep or any(not (_keepdims(p) or _splat(p)) for p in producers):
+            continue
+        source = keep[0].operands[0].type
+        if any(p.operands[0].type != source or _dims(p) != _dims(keep[0]) for p in keep):
+            continue
+        shape = shape_of(source)
+        ip, loc = ir.InsertionPoint(op), op.location
+        operands = []
+        for p in producers:
+            if _splat(p):
+                splat_type = ir.RankedTensorType.get(
+                    shape, element_type(p.results[0].type), loc=loc
+                )
+                p = ir.Operation.create(
+                    BROADCAST,
+                    results=[splat_type],
+                    operands=[p.operands[0]],
+                    attributes={"broadcast_dimensions": ir.DenseI64ArrayAttr.get([], op.context)},
+                    loc=loc,
+                    ip=ip,
+                )
+                operands.append(p.results[0])
+            else:
+                operands.append(p.operands[0])
+        small_type = ir.RankedTensorType.get(shape, element_type(op.results[0].type), loc=loc)
+        attributes = {a.name: a.attr for a in op.attributes}
+        small = ir.Operation.create(
+            op.name, results=[small_type], operands=operands, attributes=attributes, loc=loc, ip=ip
+        )
+        wide = ir.Operation.create(
+            BROADCAST,
+            results=[op.results[0].type],
+            operands=[small.results[0]],
+            attributes={"broadcast_dimensions": keep[0].attributes["broadcast_dimensions"]},
+            loc=loc,
+            ip=ip,
+        )
+        op.results[0].replace_all_uses_with(wide.results[0])
+        where = location_text(loc)
+        op.erase()
+        for p in producers:
+            if p is not None and not list(p.results[0].uses):
+                p.erase()
+        log.append(f"{op_name(small)} at {where} computed before its keepdims broadcast")
+    return log
+
+
+def op_name(op: ir.Operation) -> str:
+    return op.name.removeprefix("stablehlo.")
+
+
+def fold_chains(func: ir.Operation) -> list[str]:
+    log = []
+    for op in [op for op in walk(func) if op.name == BROADCAST]:
+        inner = op.operands[0].owner
+        if isinstance(inner, ir.Block) or inner.operation.name != BROADCAST:
+            continue  # a block argument, or another op
+        inner = inner.operation
+        # Innermost first: a chain of three folds as the walk reaches each.
+        source = inner.operands[0]
+        outer_dims, inner_dims = _dims(op), _dims(inner)
+        dims = [outer_dims[i] for i in inner_dims]
+        folded = ir.Operation.create(
+            BROADCAST,
+            results=[op.results[0].type],
+            operands=[source],
+            attributes={"broadcast_dimensions": ir.DenseI64ArrayAttr.get(dims, op.context)},
+            loc=op.location,
+            ip=ir.InsertionPoint(op),
+        )
+        op.results[0].replace_all_uses_with(folded.results[0])
+        where = location_text(op.location)
+        op.erase()
+        if not list(inner.results[0].uses):
+            inner.erase()
+        log.append(f"broadcast chain at {where} folded into one broadcast_in_dim")
+    return log
+
+
+__all__ = ["rewrite_function"]
