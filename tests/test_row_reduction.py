@@ -1,74 +1,25 @@
 """The row-reduction strategy against numpy on Vulkan (lavapipe), its IR, and CUDA.
 
 Every numerics case asserts that the dispatch ran `row_reduction` (not IREE's
-default codegen). Error is measured against a float64 numpy reduction of the
-same (rounded) inputs, relative to max(1, largest |reference|). f16/bf16
-inputs accumulate in f32 as the programs say (convert then reduce), so all
-cases share one f32 bound: 1e-6 + 2e-7 * sqrt(n) for a row of n (f32
-rounding of a reordered n-term sum or product grows like sqrt(n) * 6e-8;
-1e-5 at n = 2000, 5e-5 at n = 70000). Products are of numbers near 1 so they
-stay in range; max/min are exact.
+default codegen). Programs, inputs and the error bound (relative error
+1e-6 + 2e-7 * sqrt(n) against a float64 numpy reduction) are in
+tests/rowcases.py, shared with tests/test_row_warp.py. The cases run on
+ROW_KERNEL_VULKAN: lavapipe with float max/min left as float reductions and
+without the one-subgroup row kernel, so that they exercise the row kernel
+itself.
 """
 
-import dataclasses
-import math
 import shutil
 
-import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
-from conftest import REDUCE_OPS, cpu_hypothesis, reduce_program
+from conftest import REDUCE_OPS, cpu_hypothesis
 from hypothesis import given
 from hypothesis import strategies as st
 from iree.compiler import ir
+from rowcases import ROW_KERNEL_VULKAN, check_reduction, reduction_inputs, row_reduce
 from support import filecheck
-
-NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
-# lavapipe with float max/min left as float reductions and without the
-# one-subgroup row kernel: these tests exercise the row kernel itself (with
-# its scalar reads for max/min, see test_nan_propagates_through_min_max); on
-# the default target hlo/minmax.py moves float row max/min onto integer
-# keys and the softmax kernel (tests/test_minmax_keys.py), and rows of up to
-# 64 chunks that split evenly over a subgroup take row_warp
-# (tests/test_row_warp.py).
-ROW_KERNEL_VULKAN = dataclasses.replace(
-    tilefuse.load_target("vulkan"), float_minmax_as_keys=False, row_register_elements=0
-)
-
-
-def row_reduce(shape, dtype, op, reduced=1):
-    """StableHLO: reduce the innermost `reduced` dims of x with `op`."""
-    return reduce_program(shape, range(len(shape) - reduced, len(shape)), dtype, op)
-
-
-def inputs(shape, dtype, op, seed=0):
-    rng = np.random.default_rng(seed)
-    if op == "mul":  # near 1, so long products neither vanish nor overflow
-        x = rng.uniform(0.999, 1.001, shape)
-    else:
-        x = rng.standard_normal(shape)
-    return x.astype(NUMPY[dtype])
-
-
-def check_case(
-    shape, dtype, op, reduced=1, params="", target=ROW_KERNEL_VULKAN, strategy="row_reduction"
-):
-    """Numerics of one case; `params` must occur in the strategy's parameters."""
-    module = tilefuse.compile(row_reduce(shape, dtype, op, reduced), target=target)
-    assert [(r.strategy, r.status) for r in module.reports] == [(strategy, "applied")], [
-        r.line() for r in module.reports
-    ]
-    assert params in module.reports[0].params, module.reports[0].line()
-    x = inputs(shape, dtype, op)
-    axes = tuple(range(len(shape) - reduced, len(shape)))
-    ref = REDUCE_OPS[op][2](x.astype(np.float64), axis=axes)
-    out = module.main(x)
-    assert out.shape == ref.shape
-    err = np.max(np.abs(out - ref)) / max(1.0, np.max(np.abs(ref)))
-    n = math.prod(shape[len(shape) - reduced :])
-    assert err <= 1e-6 + 2e-7 * math.sqrt(n), f"relative error {err} on {shape} {dtype} {op}"
-    return err
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
@@ -81,7 +32,7 @@ def test_nan_propagates_through_min_max(shape, op):
     module = tilefuse.compile(row_reduce(shape, "f32", op), target=ROW_KERNEL_VULKAN)
     assert [(r.strategy, r.status) for r in module.reports] == [("row_reduction", "applied")]
     assert "vector=1 " in module.reports[0].params, module.reports[0].line()
-    x = inputs(shape, "f32", op)
+    x = reduction_inputs(shape, "f32", op)
     n = shape[-1]
     x[1, 0] = x[2, n // 2] = x[5, n - 1] = np.nan
     ref = REDUCE_OPS[op][2](x, axis=1)
@@ -117,7 +68,7 @@ CASES = [
 
 @pytest.mark.parametrize("shape,dtype,op", CASES, ids=[f"{s}-{t}-{o}" for s, t, o in CASES])
 def test_row_reduction_vulkan(shape, dtype, op):
-    check_case(shape, dtype, op)
+    check_reduction(shape, dtype, op)
 
 
 @cpu_hypothesis(6)
@@ -130,7 +81,7 @@ def test_row_reduction_vulkan(shape, dtype, op):
 def test_row_reduction_hypothesis(rows, n, dtype, op):
     # Keep each case to at most ~4M elements: the suite runs on a CPU.
     rows = max(1, min(rows, (1 << 22) // n))
-    check_case((rows, n), dtype, op)
+    check_reduction((rows, n), dtype, op)
 
 
 def kernel_of(shape, tmp_path):
@@ -260,7 +211,7 @@ MULTI_ROW = [
     "shape,dtype,op,rows", MULTI_ROW, ids=[f"{s}-{t}-{o}" for s, t, o, _ in MULTI_ROW]
 )
 def test_several_rows_per_workgroup(shape, dtype, op, rows):
-    check_case(shape, dtype, op, params=f"wg=[8, {rows}, 1]")
+    check_reduction(shape, dtype, op, params=f"wg=[8, {rows}, 1]")
 
 
 TWO_INPUTS = [

@@ -1,12 +1,13 @@
 """The one-subgroup-per-row kernel (strategy "row_warp") against numpy on
 Vulkan (lavapipe), its IR, and when it applies.
 
-Normalizations: the programs, inputs and error bounds of tests/test_softmax.py
-(softmax, RMSNorm, layernorm over [rows, n]; f32 outputs within
-2e-6 + 2e-7 * sqrt(n) of a float64 reference, f16 ones within one f16
-rounding more); on lavapipe (8-lane subgroups, row_register_elements = 128)
-rows whose length is a multiple of 8, up to 1024. Lone row reductions: the
-programs, inputs and bound of tests/test_row_reduction.py (relative error
+Normalizations: the programs, inputs and error bounds of tests/rowcases.py
+that tests/test_softmax.py uses too (softmax, RMSNorm, layernorm over
+[rows, n]; f32 outputs within 2e-6 + 2e-7 * sqrt(n) of a float64 reference,
+f16 ones within one f16 rounding more); on lavapipe (8-lane subgroups,
+row_register_elements = 128) rows whose length is a multiple of 8, up to
+1024. Lone row reductions: the programs, inputs and bound of
+tests/rowcases.py that tests/test_row_reduction.py uses too (relative error
 1e-6 + 2e-7 * sqrt(n)); rows that are a multiple of 8 with at most 64
 chunks of 32 (2048 f32). Every numerics case asserts the kernel ran.
 """
@@ -19,11 +20,8 @@ import tilefuse
 from conftest import cpu_hypothesis
 from hypothesis import given
 from hypothesis import strategies as st
+from rowcases import check_normalization, check_reduction, inputs, program, reference, row_reduce
 from support import filecheck, kernel_ops
-from test_row_reduction import check_case as check_reduction
-from test_row_reduction import row_reduce
-from test_softmax import check_case as check_normalization
-from test_softmax import inputs, program, reference
 from tilefuse.runtime import CompiledModule
 from tilefuse.targets import load_target
 

@@ -4,14 +4,11 @@ lavapipe gives rows of up to 1024 to the register kernel (row_warp,
 tests/test_row_warp.py); these tests turn that off (CHUNKED), so that
 every row size runs the chunked kernel.
 
-Programs are softmax, RMSNorm and layernorm over the last dim of [rows, n],
-written as the samples are (StableHLO reduce + broadcast_in_dim); f16 cases
-convert to f32 first and back at the end (f32 math, as mixed-precision models
-do). Every numerics case asserts that the dispatch ran `softmax` (not IREE's
-default codegen). Error is against a float64 numpy reference of the same
-(rounded) inputs: f32 outputs within 2e-6 + 2e-7 * sqrt(n) (max abs: softmax
-outputs are <= 1, normalized rows are O(1) with scale/shift of O(1)); f16
-outputs within one f16 rounding of the result (2^-11 relative) plus the same.
+Programs are softmax, RMSNorm and layernorm over the last dim of [rows, n]
+(f16 cases convert to f32 first and back at the end); they, their inputs,
+the float64 references and the error bounds are in tests/rowcases.py,
+shared with tests/test_row_warp.py. Every numerics case asserts that the
+dispatch ran `softmax` (not IREE's default codegen).
 """
 
 import dataclasses
@@ -24,149 +21,19 @@ import tilefuse
 from conftest import cpu_hypothesis, tensor
 from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
+from rowcases import (
+    CHUNKED,
+    NORMALIZATION_NUMPY,
+    check_normalization,
+    inputs,
+    program,
+    reference,
+)
 from support import filecheck, kernel_ops
 from tilefuse.fusion import fuse
 from tilefuse.runtime import CompiledModule
 from tilefuse.strategies import catalogue
 from tilefuse.targets import load_target
-
-
-def _wrap(lead, n, dtype, body, extra_args):
-    """Lines `body` compute %y (f32) from %x (f32); an f16 program converts
-    its argument to %x and %y back to f16."""
-    t_in, t32 = tensor([*lead, n], dtype), tensor([*lead, n], "f32")
-    x = "%x" if dtype == "f32" else "%xin"
-    args = [f"{x}: {t_in}"] + [f"%{a}: {tensor([n], 'f32')}" for a in extra_args]
-    lines = [f"func.func @main({', '.join(args)}) -> {t_in} {{"]
-    if dtype != "f32":
-        lines.append(f"  %x = stablehlo.convert %xin : ({t_in}) -> {t32}")
-    lines += body
-    out = "%y"
-    if dtype != "f32":
-        lines.append(f"  %yout = stablehlo.convert %y : ({t32}) -> {t_in}")
-        out = "%yout"
-    lines += [f"  return {out} : {t_in}", "}"]
-    return "\n".join(lines) + "\n"
-
-
-def program(kind, rows, n, dtype="f32", lead=None):
-    """StableHLO text of a softmax / rmsnorm / layernorm over rows of n: x is
-    [rows, n], or [*lead, n] when `lead` is given (rank 3, 4 activations)."""
-    lead = [rows] if lead is None else lead
-    r, rn = tensor(lead, "f32"), tensor([*lead, n], "f32")
-    wb = tensor([n], "f32")
-    axis, kept = len(lead), list(range(len(lead)))
-
-    def reduce(name, src, op, init):
-        return (
-            f"  %{name} = stablehlo.reduce({src} init: %{init}) applies stablehlo.{op} "
-            f"across dimensions = [{axis}] : ({rn}, tensor<f32>) -> {r}"
-        )
-
-    def back(name, src):
-        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = {kept} : ({r}) -> {rn}"
-
-    def row(name, src):
-        return f"  %{name} = stablehlo.broadcast_in_dim %{src}, dims = [{axis}] : ({wb}) -> {rn}"
-
-    consts = [
-        "  %zero = stablehlo.constant dense<0.0> : tensor<f32>",
-        "  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>",
-        f"  %n = stablehlo.constant dense<{float(n)}> : {r}",
-        f"  %eps = stablehlo.constant dense<1.0e-5> : {r}",
-    ]
-    if kind == "softmax":
-        body = [
-            reduce("m", "%x", "maximum", "ninf"),
-            back("mb", "m"),
-            f"  %d = stablehlo.subtract %x, %mb : {rn}",
-            f"  %e = stablehlo.exponential %d : {rn}",
-            reduce("s", "%e", "add", "zero"),
-            back("sb", "s"),
-            f"  %y = stablehlo.divide %e, %sb : {rn}",
-        ]
-        extra = []
-    elif kind == "rmsnorm":
-        body = [
-            f"  %sq = stablehlo.multiply %x, %x : {rn}",
-            reduce("ss", "%sq", "add", "zero"),
-            f"  %ms = stablehlo.divide %ss, %n : {r}",
-            f"  %mse = stablehlo.add %ms, %eps : {r}",
-            f"  %rs = stablehlo.rsqrt %mse : {r}",
-            back("rb", "rs"),
-            row("wb", "w"),
-            f"  %xn = stablehlo.multiply %x, %rb : {rn}",
-            f"  %y = stablehlo.multiply %xn, %wb : {rn}",
-        ]
-        extra = ["w"]
-    else:
-        body = [
-            reduce("sum", "%x", "add", "zero"),
-            f"  %mean = stablehlo.divide %sum, %n : {r}",
-            back("mb", "mean"),
-            f"  %c = stablehlo.subtract %x, %mb : {rn}",
-            f"  %sq = stablehlo.multiply %c, %c : {rn}",
-            reduce("vs", "%sq", "add", "zero"),
-            f"  %var = stablehlo.divide %vs, %n : {r}",
-            f"  %ve = stablehlo.add %var, %eps : {r}",
-            f"  %rstd = stablehlo.rsqrt %ve : {r}",
-            back("rb", "rstd"),
-            f"  %norm = stablehlo.multiply %c, %rb : {rn}",
-            row("gb", "g"),
-            row("bb", "b"),
-            f"  %scaled = stablehlo.multiply %norm, %gb : {rn}",
-            f"  %y = stablehlo.add %scaled, %bb : {rn}",
-        ]
-        extra = ["g", "b"]
-    return _wrap(lead, n, dtype, consts + body, extra)
-
-
-NUMPY = {"f32": np.float32, "f16": np.float16}
-
-
-def inputs(kind, rows, n, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal((rows, n)) * 3).astype(NUMPY[dtype])
-    extra = {"softmax": 0, "rmsnorm": 1, "layernorm": 2}[kind]
-    return [x] + [rng.standard_normal(n).astype(np.float32) for _ in range(extra)]
-
-
-def reference(kind, args):
-    x = args[0].astype(np.float64)
-    if kind == "softmax":
-        e = np.exp(x - x.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
-    if kind == "rmsnorm":
-        return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * args[1]
-    mean = x.mean(axis=1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-5) * args[1] + args[2]
-
-
-# lavapipe with the register kernel off: every softmax-like row takes this one.
-CHUNKED = dataclasses.replace(load_target("vulkan"), row_register_elements=0)
-
-
-def check_case(kind, rows, n, dtype="f32", target=None, params="", strategy="softmax"):
-    """Numerics of one case on lavapipe; `target` may be a changed vulkan
-    Target (to pack rows), `params` must occur in the strategy's parameters."""
-    result = tilefuse.compile_program(program(kind, rows, n, dtype), target or CHUNKED)
-    module = CompiledModule(result.vmfb, "vulkan", result.reports)
-    assert [(r.strategy, r.status) for r in module.reports] == [(strategy, "applied")], [
-        r.line() for r in module.reports
-    ]
-    assert params in module.reports[0].params, module.reports[0].line()
-    args = inputs(kind, rows, n, dtype)
-    ref = reference(kind, args)
-    out = module.main(*args)
-    assert out.shape == ref.shape and out.dtype == NUMPY[dtype]
-    err = float(np.max(np.abs(out.astype(np.float64) - ref)))
-    bound = 2e-6 + 2e-7 * math.sqrt(n)
-    if dtype == "f16":
-        bound += 2.0**-11 * float(np.max(np.abs(ref)))
-    assert err <= bound, f"max error {err} > {bound} on {kind} {rows}x{n} {dtype}"
-    return err
-
 
 # Rows 1..512, rows of 3..4093: T*V dividing the row or not (1000 with
 # 8 x 4-vectors: 31 chunks of 32 and a last one of 8), odd rows (V = 1),
@@ -194,7 +61,7 @@ CASES = [
 
 @pytest.mark.parametrize("kind,rows,n,dtype", CASES, ids=["-".join(map(str, c)) for c in CASES])
 def test_softmax_kernel_vulkan(kind, rows, n, dtype):
-    check_case(kind, rows, n, dtype)
+    check_normalization(kind, rows, n, dtype)
 
 
 @cpu_hypothesis(6)
@@ -209,7 +76,7 @@ def test_softmax_kernel_hypothesis(kind, rows, n, dtype, packed):
     """Rows of 2..70000 (a row of one element is IREE's), 1..4096 rows, with
     lavapipe's one row per workgroup or GPU-style packed rows."""
     rows = max(1, min(rows, (1 << 21) // n))  # at most ~2M elements per case
-    check_case(kind, rows, n, dtype, target=packed_vulkan() if packed else None)
+    check_normalization(kind, rows, n, dtype, target=packed_vulkan() if packed else None)
 
 
 # lavapipe keeps one row per workgroup (packed_synced_row_threads = 8);
@@ -233,7 +100,7 @@ def packed_vulkan(threads=128):
     "kind,rows,n,dtype,per_wg", PACKED, ids=["-".join(map(str, c)) for c in PACKED]
 )
 def test_softmax_kernel_packed_rows(kind, rows, n, dtype, per_wg):
-    check_case(kind, rows, n, dtype, target=packed_vulkan(), params=f"wg=[8, {per_wg}, 1]")
+    check_normalization(kind, rows, n, dtype, target=packed_vulkan(), params=f"wg=[8, {per_wg}, 1]")
 
 
 def test_rows_of_one_element_are_left_to_iree():
@@ -502,7 +369,7 @@ def test_reduction_epilogue_vulkan(kind, rows, n, dtype, per_wg):
     assert "one value per row" in module.reports[0].reason
     if per_wg:
         assert f"wg=[8, {per_wg}, 1]" in module.reports[0].params
-    x = np.random.default_rng(3).standard_normal((rows, n)).astype(NUMPY[dtype])
+    x = np.random.default_rng(3).standard_normal((rows, n)).astype(NORMALIZATION_NUMPY[dtype])
     out, ref = module.main(x).astype(np.float64), epilogue_reference(kind, x)
     x_eff = x.astype(np.float64) * (2 if dtype == "f32" else 1)  # what the program reduces
     bound = {

@@ -182,9 +182,9 @@ module attributes {transform.with_named_sequence} {
     // exchange between subgroups (T > subgroup size) is IREE's group
     // reduction, which brings its own barrier; lane 0 writes the row's
     // result to global memory. Barriers cost a coroutine switch per subgroup
-    // on lavapipe (row_sum_f32: about 8% of the kernel's time). The verifier
-    // rejects a kernel whose combine was not distributed (it would read
-    // other threads' partials). The subgroup size must be the target's
+    // on lavapipe (measured in docs/findings.md, 'What a kernel costs on
+    // lavapipe'). The verifier rejects a kernel whose combine was not
+    // distributed (it would read other threads' partials). The subgroup size must be the target's
     // (lavapipe 8): the distribution in step 10 reads it to size its shuffles.
     transform.iree.forall_to_workgroup %bufferized : (!transform.any_op) -> ()
     transform.iree.map_nested_forall_to_gpu_threads %bufferized
@@ -222,8 +222,8 @@ module attributes {transform.with_named_sequence} {
     // column. IREE's SPIR-V lowering reads the buffer as vec4s and divides
     // that column by 4 with an affine floordiv, which folds through an
     // affine.apply (to c*T + t) but not through linearize_index: the kernel
-    // then did a udiv per lane and load, 1.19x IREE's time on lavapipe for
-    // row_sum_f32 against 1.09x with this step (same run).
+    // then did a udiv per lane and load (measured in docs/findings.md, 'A
+    // udiv per load').
     %kernel_1 = transform.apply_registered_pass "affine-expand-index-ops-as-affine" to %kernel
       : (!transform.any_op) -> !transform.any_op
 

@@ -26,15 +26,15 @@
 // no loop either. On lavapipe that matters: a loop runs under an execution
 // mask kept in memory, every barrier switches coroutines, and a load after a
 // store waits for it (the chunked softmax kernel interleaved them in its
-// root loop). softmax 256x1000 f32 against IREE's default in one run: 1.20x
-// with the chunked "softmax" kernel, 0.73x with this one.
+// root loop). Measured against the chunked "softmax" kernel in
+// docs/findings.md, 'What a kernel costs on lavapipe'.
 //
 // Rows that T*V does not divide: the row is split at F = C*T*V; the last
 // r = N - F elements (r is a multiple of T since T divides N) are the tail,
 // one vector of r/T elements per lane, reduced and combined after the
 // chunks (a second butterfly) and stored by its own lane. No masks. (On
 // SPIR-V the driver then moves those narrow accesses onto an alias of their
-// binding, python/tilefuse/aliases.py.)
+// binding, python/tilefuse/kernel/aliases.py.)
 //
 // R rows per workgroup [T, R, 1]: each row is a forall iteration on thread
 // y, and the guard `thread_id.x < 1` that mapping puts around it becomes the

@@ -42,7 +42,7 @@ from .frontend import Program, load_program
 from .fusion.blame import blamed_groups
 from .irutil import context, file_positions, one_context_per_compile
 from .kernel import ptx
-from .kernel.aliases import rewrite_kernel, splice
+from .kernel.aliases import alias_report, splice
 from .kernel.verify import DispatchReport, kernel_problems, printed_kernels, reports
 from .strategies import BY_NAME, Choice, catalogue, choose
 from .strategies.library import build_library
@@ -171,12 +171,18 @@ def write_library(choices: list[Choice], workdir: Path, name: str = "dispatch_ta
 
 
 def alias_stage(
-    choices: list[Choice], log: str, sources: Path, target: Target, workdir: Path
+    choices: list[Choice],
+    log: str,
+    sources: Path,
+    target: Target,
+    workdir: Path,
+    why_not: list[str] | None = None,
 ) -> tuple[Path, set[str]] | None:
     """SPIR-V: the executable sources with every finished kernel that has
     narrow accesses (aliases.py) spliced in, aliased, and the names of those
     dispatches; None when there is none. Only strategies that declare
-    alias_narrow_accesses are spliced (their printout compiles as is)."""
+    alias_narrow_accesses are spliced (their printout compiles as is).
+    `why_not` gets a line for each such kernel left as it is."""
     if target.backend != "spirv":
         return None
     kernels = printed_kernels(log)
@@ -184,9 +190,11 @@ def alias_stage(
     for c in choices:
         if not BY_NAME[c.strategy].alias_narrow_accesses:
             continue
-        text, moved = rewrite_kernel(kernels[c.dispatch.name])
+        text, moved, why = alias_report(kernels[c.dispatch.name])
         if moved:
             spliced[c.dispatch.name] = (text, list(c.params.launch.grid))
+        elif why_not is not None:
+            why_not.append(f"aliases: {c.dispatch.name} left as it is: {why}")
     if not spliced:
         return None
     path = workdir / "executable_sources_spliced.mlir"
@@ -465,13 +473,14 @@ def phase3_stage(c: Compilation) -> None:
     """SPIR-V: compile again with the aliased kernels spliced in (alias_stage);
     if that fails, phase 2's module stands and a note says why."""
     applied = [d for d in c.choices if d.strategy and d.dispatch.name not in c.failures]
-    aliased = alias_stage(applied, c.kernel_log, c.sources, c.target, c.workdir)
-    if aliased is None:
-        return
-    spliced_sources, names = aliased
-    rest = [d for d in applied if d.dispatch.name not in names]
-    library3 = write_library(rest, c.workdir, "dispatch_table_phase3")
     try:
+        # The rewrite checks its own result: a failed check drops phase 3.
+        aliased = alias_stage(applied, c.kernel_log, c.sources, c.target, c.workdir, c.stage_log)
+        if aliased is None:
+            return
+        spliced_sources, names = aliased
+        rest = [d for d in applied if d.dispatch.name not in names]
+        library3 = write_library(rest, c.workdir, "dispatch_table_phase3")
         vmfb, log3, ptx_files = phase2_executable(
             spliced_sources,
             library3,
@@ -562,6 +571,7 @@ def recompile(result: CompileResult, workdir: Path, phase2_flags: tuple[str, ...
         workdir=workdir,
         options=replace(c.options, phase2_flags=tuple(phase2_flags)),
         notes=[],
+        stage_log=list(c.stage_log),
         failures=dict(c.failures),
     )
     return run_stages(again, "phase2").vmfb

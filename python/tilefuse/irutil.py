@@ -62,9 +62,10 @@ def iterator_types(op: ir.Operation) -> list[str]:
 
 
 # One MLIR context per kind for the length of one compile (one_context_per_
-# compile): creating a context loads every dialect (about 25 ms each, eleven
-# per compile before). Outside such a scope each call gets a fresh context, so
-# nothing (large constants among it) outlives the compile that parsed it.
+# compile): creating a context loads every dialect, which costs (measured in
+# docs/findings.md, 'MLIR contexts'). Outside such a scope each call gets a
+# fresh context, so nothing (large constants among it) outlives the compile
+# that parsed it.
 _SCOPE: ContextVar[dict | None] = ContextVar("tilefuse_mlir_contexts", default=None)
 
 

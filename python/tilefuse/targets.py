@@ -45,7 +45,8 @@ class Target:
     subgroups_along_x: bool = False
     # Workaround: float max/min row reductions run on ordered integer keys
     # (hlo/minmax.py): IREE's SPIR-V lowering of a lane's vector max/min
-    # drops NaN, and scalars instead cost 2.8x on lavapipe.
+    # drops NaN, and scalars instead run far slower on lavapipe
+    # (docs/findings.md, 'Float max/min on SPIR-V').
     float_minmax_as_keys: bool = False
     # Elements of a row each lane may keep in registers (N / subgroup size):
     # up to this, a softmax-like row runs on one subgroup with the row in

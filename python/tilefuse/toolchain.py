@@ -10,7 +10,8 @@ from .errors import TilefuseError
 
 # Seconds one iree-compile run may take before tilefuse gives up on it (a
 # strategy that sends IREE into a pathological case must not cost the compile:
-# the driver falls back, see driver.py). Plain IREE compiles the samples in ~1 s.
+# the driver falls back, see driver.py). Plain IREE compiles the samples in
+# seconds (the bench report's compile column, docs/results/bench-vulkan.md).
 DEFAULT_PHASE_TIMEOUT_S = 300
 
 

@@ -212,11 +212,8 @@ def check_numerics(result: ModelResult, refs, tol) -> None:
 
 # Repeat dispatches until a timed call moves about this much memory, so that a
 # call lasts ~200 ms or more against lavapipe's ~4 ms fence grid (a call's
-# time comes in steps of 4 ms / N). With at most 10 repeats, softmax_f32 (2 MB,
-# ~1 ms per run) read 1.20 then 1.31, and rmsnorm_f32 1.54 then 1.10, in two
-# runs of the same build; with 256 MiB per call, row_sum_f32 (16 MB, 17
-# repeats, steps of 7% of its 3.3 ms) read 1.07-1.15 where 64 and 200
-# repeats read 0.98-1.02.
+# time comes in steps of 4 ms / N); fewer repeats left ratios jumping between
+# runs of the same build (docs/findings.md, 'Timing on lavapipe').
 TIMED_CALL_BYTES = 2**30
 
 

@@ -48,11 +48,11 @@ GROUPED_CLASSES = ("elementwise", "index", "reduce", "contraction", "gather")
 NO_KERNEL_ALONE = {"stablehlo.reshape"}
 
 
-# Why a group with chained reductions is handed back to IREE (measured on
-# lavapipe, softmax 256x1000 f32): in one region IREE 3.13's default SPIR-V
-# codegen (BaseVectorize) recomputes the first reduction for every tile of the
-# second, 51 s per call; left to IREE's own formation it becomes linalg.softmax
-# (or two dispatches for layernorm) and runs in 0.6 s.
+# Why a group with chained reductions is handed back to IREE: in one region
+# IREE 3.13's default SPIR-V codegen (BaseVectorize) recomputes the first
+# reduction for every tile of the second; left to IREE's own formation it
+# becomes linalg.softmax (or two dispatches for layernorm), which runs far
+# faster (measured in docs/findings.md, 'Chained reductions in one region').
 CHAINED_FALLBACK = (
     "chained reductions and no tilefuse kernel keeps the row on chip yet: "
     "ops left to IREE's dispatch formation (IREE's default codegen recomputes "
@@ -70,11 +70,11 @@ SOFTMAX_REFUSED = (
 )
 
 
-# Measured on lavapipe (attention 128x64): a dot_general contracting q and k
-# over their last dims becomes linalg.transpose + linalg.matmul inside a
-# region, because IREE's global optimizations (which fold the transpose into
-# the contraction) do not run inside pre-formed regions; its default codegen
-# then took 41 s per call instead of 1.3 s.
+# A dot_general contracting q and k over their last dims becomes
+# linalg.transpose + linalg.matmul inside a region, because IREE's global
+# optimizations (which fold the transpose into the contraction) do not run
+# inside pre-formed regions; its default codegen then runs far slower
+# (measured in docs/findings.md, 'A transposed dot_general in a region').
 TRANSPOSED_FALLBACK = (
     "dot_general needs a transpose of an operand: ops left to IREE, whose global "
     "optimizations fold it into the contraction (they do not run inside regions)"

@@ -2,8 +2,9 @@
 
 IREE 3.13 lowers a lane's `vector.reduction <maximumf>` on SPIR-V to a
 GL.FMax chain that drops NaN, so the row kernel reads scalars for float
-max/min there (strategies/row_reduction.py, V = 1): 2.8x IREE's time for a
-4096x1000 row max on lavapipe. On i32 keys ordered as the floats
+max/min there (strategies/row_reduction.py, V = 1), which lavapipe runs far
+slower than 4-vectors (measured in docs/findings.md, 'Float max/min on
+SPIR-V'). On i32 keys ordered as the floats
 (argminmax.float_key_lines: -0 just below +0, as IEEE maximum and minimum
 order them; NaN above every key for max, below for min, so it wins as
 StableHLO's maximum/minimum propagate it) the reduction is an integer one and

@@ -122,8 +122,9 @@ def plan(
     max_vector = target.vector_elements(bits, any(o.element_type == "bf16" for o in d.inputs))
     vector = min(max_vector, next_pow2(kept))
     # A kept dim narrower than a subgroup's vectors is all ragged edge: every
-    # load would be masked (lavapipe, 70000x3 f32: 4.6x IREE's time with
-    # 4-vectors, 2.2x with scalars). Take the widest vector that divides it.
+    # load would be masked, which costs more than narrower unmasked loads
+    # (measured in docs/findings.md, 'Narrow kept dims in the column
+    # kernel'). Take the widest vector that divides it.
     if kept % vector and kept < target.subgroup_size * vector:
         while kept % vector:
             vector //= 2

@@ -15,8 +15,8 @@ target's preferred thread count and subgroup_size**2: a row of 1000 f32 gets
 one 8-lane subgroup on lavapipe (31 chunks) and one 32-lane warp on CUDA (7
 chunks); long rows get more threads. Fewer threads mean fewer subgroups to
 combine; on lavapipe, which runs a workgroup's subgroups one after another on
-one CPU thread, that is what costs (32768x1024 f32 sums: 64 threads 1.2-1.3x
-IREE's time, 8-16 threads 1.0-1.1x). Rows that T*V does not divide get their last
+one CPU thread, that is what costs (measured in docs/findings.md, 'Threads per
+row'). Rows that T*V does not divide get their last
 r < T*V elements (the tail) added into a second accumulator, one masked
 vector per thread (never a padded copy); rows shorter than one subgroup's
 T*V are all tail. When a row gets a single subgroup (T = subgroup size), R

@@ -8,9 +8,9 @@ leaves its result in all lanes. No barrier, no workgroup memory. Two kinds of
 dispatch over [rows, N]:
   - a lone row reduction (with elementwise producers), which the row kernel
     (row_reduction.py) would also give one subgroup per row: its chunk loop
-    stays a loop. Row sums 4096x1000 f32 on lavapipe, same run: row kernel
-    1.03x IREE's time (two accumulators and their round trip through
-    workgroup memory, two butterflies), this kernel 0.97x.
+    stays a loop. It saves the row kernel's second accumulator, their round
+    trip through workgroup memory and a butterfly (measured in
+    docs/findings.md, 'One subgroup per row for row sums').
   - a row normalization (the chunked softmax kernel's dispatches with an
     elementwise root: softmax, layernorm, RMSNorm): the chunk loops are
     unrolled, so CSE loads each element of the row once and keeps it in
@@ -32,8 +32,8 @@ When it applies (else the row kernel or the chunked softmax kernel does):
 V is a 128-bit vector of the widest element (at most 4 on SPIR-V), halved
 until T*V <= N. R rows share a workgroup [T, R, 1] (R dividing the row count,
 R*T up to the target's packed_row_threads): the rows do not synchronize, so
-packing costs nothing and saves workgroups (row sums 4096x1000 on lavapipe:
-R = 32 1.26x IREE's time, R = 128 0.97x).
+packing costs nothing and saves workgroups (measured in docs/findings.md,
+'Rows per workgroup').
 """
 
 from dataclasses import dataclass

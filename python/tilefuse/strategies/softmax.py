@@ -22,11 +22,11 @@ the reductions' results stay in workgroup memory and one thread per row
 computes the epilogue from them and writes it.
 
 Why recompute rather than keep such a row (softmax's exp(x - max)) in
-workgroup memory, measured on lavapipe (softmax 4096x1000 f32): kept, the row
-is written by two ops when the last chunk is peeled, and IREE's bufferization
-then copies it, by every thread (a race); unpeeled, every chunk is masked, and
-the kernel took 150 ms against IREE's 50 ms. Recomputed and peeled, 52-60 ms
-(IREE's default: one thread per row, 29-40 ms in the same runs).
+workgroup memory: kept, the row is written by two ops when the last chunk is
+peeled, and IREE's bufferization then copies it, by every thread (a race);
+unpeeled, every chunk is masked, and the kernel ran far slower than one that
+recomputes (measured in docs/findings.md, 'Keeping a row in workgroup
+memory').
 
 Rows that fit in registers and split evenly over one subgroup take the
 register kernel instead (row_warp.py, tried first): it has no loop, no
@@ -212,8 +212,9 @@ def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
     # Rows share a workgroup up to packed_synced_row_threads, not the row
     # kernel's packed_row_threads: this kernel has barriers between its
     # phases, and on lavapipe each barrier switches every subgroup of the
-    # workgroup (softmax_f32 against IREE in one run: R=1 1.18x, R=16
-    # 1.37x); on CUDA packing lifts the 50% occupancy cap of one-warp blocks.
+    # workgroup, so packed rows ran slower there (docs/findings.md, 'Rows
+    # per workgroup'); on CUDA packing lifts the 50% occupancy cap of
+    # one-warp blocks.
     per_wg = packed_rows(
         rows,
         threads,
