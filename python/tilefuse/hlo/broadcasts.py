@@ -95,7 +95,8 @@ def sink_keepdims(func: ir.Operation) -> list[str]:
             else:
                 operands.append(p.operands[0])
         small_type = ir.RankedTensorType.get(shape, element_type(op.results[0].type), loc=loc)
-        attributes = {a.name: a.attr for a in op.attributes}
+        named = [op.attributes[i] for i in range(len(op.attributes))]
+        attributes = {a.name: a.attr for a in named}
         small = ir.Operation.create(
             op.name, results=[small_type], operands=operands, attributes=attributes, loc=loc, ip=ip
         )
