@@ -427,3 +427,64 @@ def test_sibling_column_reductions_each_get_the_column_kernel():
     s, m = _module(result).main(x)
     np.testing.assert_allclose(s, x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(m, x.max(0))
+
+
+# jnp's clamp of a dynamic_slice index read from an argument: scalar math.
+ARGUMENT_INDEX = """func.func @main(%x: tensor<16x8xf32>, %i: tensor<i32>) -> tensor<4x8xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c12 = stablehlo.constant dense<12> : tensor<i32>
+  %lo = stablehlo.maximum %i, %c0 : tensor<i32>
+  %j = stablehlo.minimum %lo, %c12 : tensor<i32>
+  %s = stablehlo.dynamic_slice %x, %j, %c0, sizes = [4, 8]
+    : (tensor<16x8xf32>, tensor<i32>, tensor<i32>) -> tensor<4x8xf32>
+  %e = stablehlo.exponential %s : tensor<4x8xf32>
+  return %e : tensor<4x8xf32>
+}
+"""
+
+
+def test_scalar_math_and_ops_no_kernel_takes_are_iree_s():
+    """Scalar index math and the dynamic_slice (no tilefuse kernel takes
+    either) get no region: IREE forms their dispatches, as plain IREE does."""
+    result = tilefuse.compile_program(ARGUMENT_INDEX, "vulkan", strict=True)
+    plain = tilefuse.compile_program(ARGUMENT_INDEX, "vulkan", strict=True, fusion=False)
+    left = {g.kind: g.why_not_outlined for g in result.fusion.all_groups() if not g.outlined}
+    assert "scalars only" in left["loop"] and "no tilefuse kernel" in left["other"], left
+    assert len(result.reports) <= len(plain.reports)
+    x = np.random.default_rng(7).random((16, 8), np.float32)
+    for i, start in ((3, 3), (-5, 0), (40, 12)):
+        got = _module(result).main(x, np.asarray(i, np.int32))
+        np.testing.assert_allclose(got, np.exp(x[start : start + 4]), rtol=1e-5)
+
+
+# jax.lax.top_k as JAX writes it: an iota beside a sort, slices of its results.
+TOP_K = """func.func @main(%x: tensor<16x128xf32>) -> (tensor<16x8xf32>, tensor<16x8xi32>) {
+  %iota = stablehlo.iota dim = 1 : tensor<16x128xi32>
+  %s:2 = "stablehlo.sort"(%x, %iota) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>, %c: tensor<i32>, %d: tensor<i32>):
+    %gt = stablehlo.compare GT, %a, %b, TOTALORDER : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %gt : tensor<i1>
+  }) {dimension = 1 : i64, is_stable = true} : (tensor<16x128xf32>, tensor<16x128xi32>)
+      -> (tensor<16x128xf32>, tensor<16x128xi32>)
+  %v = stablehlo.slice %s#0 [0:16, 0:8] : (tensor<16x128xf32>) -> tensor<16x8xf32>
+  %k = stablehlo.slice %s#1 [0:16, 0:8] : (tensor<16x128xi32>) -> tensor<16x8xi32>
+  return %v, %k : tensor<16x8xf32>, tensor<16x8xi32>
+}
+"""
+
+
+def test_sort_with_its_iota_and_slices_is_left_whole_to_iree():
+    """The iota only the sort reads, the sort, and the slices of its results
+    get no region (a region around such a slice failed in IREE's codegen):
+    one dispatch, as with plain IREE, and no fallback."""
+    result = tilefuse.compile_program(TOP_K, "vulkan", strict=True)
+    assert not result.notes
+    why = [g.why_not_outlined for g in result.fusion.all_groups()]
+    assert any("IREE fuses it into them" in w for w in why), why
+    assert any("only slices" in w for w in why), why
+    assert len(result.reports) == 1, [r.line() for r in result.reports]
+    x = np.random.default_rng(8).standard_normal((16, 128)).astype(np.float32)
+    values, indices = _module(result).main(x)
+    order = np.argsort(-x, axis=1, kind="stable")[:, :8]
+    np.testing.assert_array_equal(indices, order)
+    np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=1))

@@ -414,11 +414,48 @@ def plan_function(
         elif g.outlined and g.kind == "matmul" and reshaped_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = RESHAPED_FALLBACK
+        elif g.outlined and g.kind == "other":
+            g.outlined = False
+            g.why_not_outlined = OTHER
         elif g.outlined and folded_by_iree(graph, set(g.members)):
             g.outlined = False
             g.why_not_outlined = FOLDED
+        elif g.outlined and g.kind == "loop" and scalars_only(graph, set(g.members)):
+            g.outlined = False
+            g.why_not_outlined = SCALARS
     groups = [part for g in groups for part in split.get(g.name, [g])]
+    leave_feeders_to_iree(graph, groups)
     return groups, plan.log
+
+
+# IREE's dispatch formation fuses an elementwise producer into the dispatch of
+# its consumer; a region of its own costs a dispatch (corpus conv_bn_relu: the
+# batch-norm scale rsqrt(var + eps) beside a convolution left to IREE: three
+# dispatches where IREE has two).
+FEEDS_IREE = "read only by ops IREE forms dispatches for ({ops}): IREE fuses it into them"
+
+
+def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
+    """Leave to IREE each loop group whose results only ops outside every
+    outlined group read (none returned); repeated, as a group left to IREE
+    can leave its own producers read only by IREE's ops."""
+    changed = True
+    while changed:
+        changed = False
+        outlined = {i for g in groups if g.outlined for i in g.members}
+        for g in groups:
+            if not g.outlined or g.kind != "loop":
+                continue
+            members = set(g.members)
+            users = {u for i in members for u in graph.nodes[i].users} - members
+            if not users or users & outlined or any(graph.nodes[i].returned for i in members):
+                continue
+            if not all(graph.nodes[u].name.startswith("stablehlo.") for u in users):
+                continue  # a call or another dialect's op: not IREE's to fuse into
+            ops = sorted({graph.nodes[u].name.removeprefix("stablehlo.") for u in users})
+            g.outlined = False
+            g.why_not_outlined = FEEDS_IREE.format(ops=", ".join(ops))
+            changed = True
 
 
 # Measured on the corpus (lax_shape: jnp's index arithmetic for a
@@ -426,6 +463,22 @@ def plan_function(
 # computation, so a region around it leaves no dispatch, and attach_groups
 # found none for the group.
 FOLDED = "scalars computed from constants only: IREE folds them, no dispatch is left"
+
+
+# A sort, gather, reduce_window, ...: no tilefuse kernel takes it, and in a
+# region of its own IREE could not fuse its producers into it (corpus top_k:
+# the iota beside a sort, four dispatches where IREE has one).
+OTHER = "no tilefuse kernel takes this op: IREE forms its dispatches"
+
+# No kernel takes a rank-0 root, and a region of its own costs a dispatch
+# where IREE's formation often has none (corpus lax_shape: the clamp of a
+# dynamic_slice's index read from an argument, one dispatch per index here).
+SCALARS = "elementwise math on scalars only: no kernel takes it, IREE forms its dispatches"
+
+
+def scalars_only(graph: FuncGraph, members: set[int]) -> bool:
+    """Every result of the group is a scalar."""
+    return all(graph.nodes[i].shape == [] for i in outputs_of(graph, members))
 
 
 def folded_by_iree(graph: FuncGraph, members: set[int]) -> bool:
@@ -520,6 +573,12 @@ def _describe(graph: FuncGraph, members: list[int]) -> Group:
     if names <= NO_KERNEL_ALONE:
         group.outlined = False
         group.why_not_outlined = "only reshapes: IREE folds them into metadata, no kernel"
+    elif names <= NO_KERNEL_ALONE | {"stablehlo.slice"}:
+        # A copy of part of a tensor: the loop kernel would gain nothing on
+        # IREE's copy, and a region around a slice of a sort's result
+        # (corpus top_k) fails in IREE's codegen.
+        group.outlined = False
+        group.why_not_outlined = "only slices: IREE copies them or folds them into their readers"
     elif pads.only_pads(graph, members):
         group.outlined = False
         group.why_not_outlined = (
