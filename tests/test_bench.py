@@ -246,3 +246,31 @@ def test_bench_unknown_gpu_is_one_line_error(root):
     assert proc.stderr.strip() == (
         "tilefuse: error: unknown GPU 'Z80'; known: H100-SXM, H200, A100-80GB"
     )
+
+
+def test_bench_a_directory_of_jax_exports_without_running(tmp_path, root):
+    """`--no-run` compiles and counts only; `--keep-going` lists a model a
+    compiler cannot compile instead of stopping; the table ends with the sums
+    and the geometric mean of bytes/floor."""
+    programs = tmp_path / "exports"
+    programs.mkdir()
+    for name in ("softmax_f32", "rmsnorm_f32"):
+        source = root / "tests" / "corpus" / "programs" / f"{name}.mlir"
+        (programs / f"{name}.mlir").write_text(source.read_text())
+    (programs / "broken.mlir").write_text("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tilefuse.cli", "bench", str(programs), "--no-run",
+         "--keep-going", "--json", str(tmp_path / "b.json")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "skipped broken:" in proc.stderr
+    models = {m["model"]: m for m in json.loads((tmp_path / "b.json").read_text())["models"]}
+    assert set(models) == {"softmax_f32", "rmsnorm_f32"}
+    for m in models.values():
+        assert m["numerics"] == "not run (--no-run)" and m["wall_seconds"]["tilefuse"] == []
+        assert m["dispatches"]["tilefuse"] <= m["dispatches"]["iree"], m
+    ratios = [m["bytes_over_floor"]["tilefuse"] for m in models.values()]
+    geomean = float(np.exp(np.mean(np.log(ratios))))
+    total = [line for line in proc.stdout.splitlines() if line.startswith("all 2 ")]
+    assert total and f"{geomean:.2f}/" in total[0], proc.stdout

@@ -185,8 +185,13 @@ def cmd_bench(args) -> None:
         fusion=not args.no_fusion,
         device=args.device,
         workdir=Path(args.work_dir) if args.work_dir else None,
+        run=not args.no_run,
+        keep_going=args.keep_going,
     )
-    results = bench(args.models, options, progress=ProgressBar())
+    skipped: list[tuple[str, str]] = []
+    results = bench(args.models, options, progress=ProgressBar(), skipped=skipped)
+    for name, why in skipped:
+        print(f"skipped {name}: {why}", file=sys.stderr)
     print(summary_table(results, args.gpu))
     kernels = kernel_table(results)
     if kernels:
@@ -283,6 +288,16 @@ def build_parser() -> argparse.ArgumentParser:
         "1 GiB (amortizes lavapipe's ~4 ms wait granularity)",
     )
     b.add_argument("--no-fusion", action="store_true", help="tilefuse without its fusion planner")
+    b.add_argument(
+        "--no-run",
+        action="store_true",
+        help="compile and count only (dispatches, bytes, bytes/floor): no device runs",
+    )
+    b.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="skip (and list) a model either compiler cannot compile instead of stopping",
+    )
     b.add_argument("--device", help="runtime device (default: the target's driver)")
     b.add_argument("--work-dir", help="keep every intermediate file here")
     b.set_defaults(func=cmd_bench)

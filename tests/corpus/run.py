@@ -232,7 +232,7 @@ def table(results: dict[str, tuple[Outcome, Outcome]]) -> list[str]:
 def summary(results: dict[str, tuple[Outcome, Outcome]]) -> list[str]:
     rows: dict[str, list[int]] = {}
     for name, (iree, ours) in results.items():
-        row = rows.setdefault(entries()[name]["category"], [0] * 7)
+        row = rows.setdefault(entries()[name]["category"], [0] * 11)
         row[0] += 1
         row[1] += iree.passed
         row[2] += ours.passed
@@ -240,14 +240,21 @@ def summary(results: dict[str, tuple[Outcome, Outcome]]) -> list[str]:
         row[4] += sum(s == "IREE (failed)" for s in ours.strategies)
         row[5] += _groups_withheld(ours)
         row[6] += _fusion_dropped(ours)
+        # Dispatches, over the programs both compilers compile.
+        if iree.dispatches and ours.dispatches:
+            row[7] += iree.dispatches
+            row[8] += ours.dispatches
+            row[9] += ours.dispatches > iree.dispatches
+            row[10] += ours.dispatches < iree.dispatches
     total = [sum(col) for col in zip(*rows.values())]
     lines = [
         (
             "| category | programs | IREE passes | tilefuse passes | IREE-only passes "
             "| strategies that failed (fell back) | groups left to IREE "
-            "| programs with fusion dropped |"
+            "| programs with fusion dropped | dispatches IREE | dispatches tilefuse "
+            "| programs with more dispatches than IREE | with fewer |"
         ),
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for category, row in sorted(rows.items()) + [("**all**", total)]:
         lines.append(f"| {category} | " + " | ".join(map(str, row)) + " |")

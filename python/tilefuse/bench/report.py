@@ -4,6 +4,7 @@ Every ratio is tilefuse / IREE: below 1 means tilefuse moves fewer bytes, is
 modeled faster, runs faster on lavapipe or compiles faster.
 """
 
+import math
 from pathlib import Path
 
 from ..errors import TilefuseError
@@ -35,7 +36,9 @@ def summary_row(r: ModelResult, gpu: str) -> dict:
         "dispatches": {c: r.runs[c].dispatch_count for c in COMPILERS},
         "bytes": {c: r.runs[c].costs.bytes for c in COMPILERS},
         "floor_bytes": r.floor_bytes,
-        "bytes_over_floor": {c: r.runs[c].costs.bytes / r.floor_bytes for c in COMPILERS},
+        "bytes_over_floor": {
+            c: r.runs[c].costs.bytes / r.floor_bytes if r.floor_bytes else None for c in COMPILERS
+        },
         "modeled_us": {c: modeled[c] * 1e6 for c in COMPILERS},
         "modeled_ratio": _ratio(modeled["tilefuse"], modeled["iree"]),
         "wall_ms": {c: None if wall[c] is None else wall[c] * 1e3 for c in COMPILERS},
@@ -56,7 +59,9 @@ COLUMNS = [
     ("floor MB", lambda s: f"{s['floor_bytes'] / MB:.2f}"),
     (
         "bytes/floor tf/iree",
-        lambda s: f"{s['bytes_over_floor']['tilefuse']:.2f}/{s['bytes_over_floor']['iree']:.2f}",
+        lambda s: (
+            f"{_fmt(s['bytes_over_floor']['tilefuse'])}/{_fmt(s['bytes_over_floor']['iree'])}"
+        ),
     ),
     (
         "modeled us tf/iree (ratio)",
@@ -94,7 +99,30 @@ def _table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
 
 def summary_table(results: list[ModelResult], gpu: str, markdown: bool = False) -> str:
     rows = [[str(get(summary_row(r, gpu))) for _, get in COLUMNS] for r in results]
+    if len(results) > 1:
+        rows.append(total_row(results))
     return _table([name for name, _ in COLUMNS], rows, markdown)
+
+
+def total_row(results: list[ModelResult]) -> list[str]:
+    """Dispatches and bytes summed over the models, bytes/floor as the
+    geometric mean of the models' own ratios (a model with no floor left out)."""
+    dispatches = {c: sum(r.runs[c].dispatch_count for r in results) for c in COMPILERS}
+    moved = {c: sum(r.runs[c].costs.bytes for r in results) for c in COMPILERS}
+    floor = sum(r.floor_bytes for r in results)
+    geomean = {}
+    for c in COMPILERS:
+        ratios = [r.runs[c].costs.bytes / r.floor_bytes for r in results if r.floor_bytes]
+        ratios = [x for x in ratios if x > 0]
+        geomean[c] = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+    row = {
+        "model": f"all {len(results)} (sum; bytes/floor: geomean)",
+        "dispatches tf/iree": f"{dispatches['tilefuse']}/{dispatches['iree']}",
+        "MB tf/iree": f"{moved['tilefuse'] / MB:.2f}/{moved['iree'] / MB:.2f}",
+        "floor MB": f"{floor / MB:.2f}",
+        "bytes/floor tf/iree": f"{_fmt(geomean['tilefuse'])}/{_fmt(geomean['iree'])}",
+    }
+    return [row.get(name, "-") for name, _ in COLUMNS]
 
 
 def kernel_table(results: list[ModelResult], markdown: bool = False) -> str:
@@ -176,7 +204,7 @@ def write_chart(results: list[ModelResult], gpu: str, path: Path) -> None:
         ) from None
     rows = [summary_row(r, gpu) for r in results]
     series = {
-        "HBM bytes": [s["bytes"]["tilefuse"] / s["bytes"]["iree"] for s in rows],
+        "HBM bytes": [_ratio(s["bytes"]["tilefuse"], s["bytes"]["iree"]) for s in rows],
         f"modeled time ({gpu})": [s["modeled_ratio"] for s in rows],
         "lavapipe wall time": [s["wall_ratio"] for s in rows],
         "compile time": [s["compile_ratio"] for s in rows],
@@ -198,7 +226,7 @@ def write_chart(results: list[ModelResult], gpu: str, path: Path) -> None:
     plt.close(fig)
 
 
-def markdown_report(results: list[ModelResult], gpu: str, chart_name: str) -> str:
+def markdown_report(results: list[ModelResult], gpu: str, chart_name: str | None) -> str:
     target = results[0].target
     parts = [
         f"# tilefuse bench: target {target}",
@@ -211,7 +239,7 @@ def markdown_report(results: list[ModelResult], gpu: str, chart_name: str) -> st
             "time is Vulkan on this machine's CPU: a proxy for trends, not GPU time."
         ),
         "",
-        f"![ratios]({chart_name})",
+        f"![ratios]({chart_name})" if chart_name else f"(No chart past {CHART_MODELS} models.)",
         "",
         summary_table(results, gpu, markdown=True),
     ]
@@ -226,10 +254,17 @@ def markdown_report(results: list[ModelResult], gpu: str, chart_name: str) -> st
     return "\n".join(parts) + "\n"
 
 
+# Past this many models a bar chart is unreadable; the table has every ratio.
+CHART_MODELS = 30
+
+
 def write_report(results: list[ModelResult], gpu: str, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     chart = f"ratios-{results[0].target}.png"
-    write_chart(results, gpu, directory / chart)
+    if len(results) <= CHART_MODELS:
+        write_chart(results, gpu, directory / chart)
+    else:
+        chart = None
     path = directory / f"bench-{results[0].target}.md"
     path.write_text(markdown_report(results, gpu, chart))
     return path

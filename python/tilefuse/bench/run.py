@@ -49,6 +49,8 @@ class BenchOptions:
     fusion: bool = True  # False: tilefuse strategies on IREE's own dispatches
     device: str | None = None  # defaults to the target's runtime driver
     workdir: Path | None = None  # keep every intermediate file here
+    run: bool = True  # False: compile and count only (dispatches, bytes), run nothing
+    keep_going: bool = False  # a model that does not compile is skipped, not an error
 
 
 @dataclass
@@ -230,8 +232,9 @@ def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> M
     function = _entry(program)
     name = path.stem
     floor = io_floor(program.text, function)
-    # Nothing runs on CUDA here: no timing modules for it.
-    repeat = timing_repeat(floor, options.dispatch_repeat) if target.backend != "cuda" else 0
+    # Nothing runs on CUDA here, nor with run=False: no timing modules then.
+    runs_here = target.backend != "cuda" and options.run
+    repeat = timing_repeat(floor, options.dispatch_repeat) if runs_here else 0
     progress("compiling with tilefuse")
     runs = {
         "tilefuse": compile_tilefuse(
@@ -257,6 +260,9 @@ def bench_model(path: Path, options: BenchOptions, workdir: Path, progress) -> M
         _cuda_kernels(result, program, target, workdir, options.fusion)
         result.numerics = "not run (no CUDA device here)"
         return result
+    if not options.run:
+        result.numerics = "not run (--no-run)"
+        return result
     progress("running on the device")
     inputs, refs, tol = model_inputs(path, program, function)
     device = options.device or target.runtime_driver
@@ -281,8 +287,15 @@ def _cuda_kernels(
             result.kernels[compiler] += kernel_stats(sub / compiler, other)
 
 
-def bench(models: list[str], options: BenchOptions, progress=None) -> list[ModelResult]:
-    """`progress(done, total, model, step)`, if given, follows along."""
+def bench(
+    models: list[str],
+    options: BenchOptions,
+    progress=None,
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[ModelResult]:
+    """`progress(done, total, model, step)`, if given, follows along. With
+    options.keep_going, a model either compiler cannot compile is left out
+    and (name, why) appended to `skipped`."""
     paths = resolve_models(models, options.small)
     results = []
     with tempfile.TemporaryDirectory(prefix="tilefuse-bench-") as tmp:
@@ -293,7 +306,13 @@ def bench(models: list[str], options: BenchOptions, progress=None) -> list[Model
                 if progress:
                     progress(i, len(paths), path.stem, what)
 
-            results.append(bench_model(path, options, root / path.stem, step))
+            try:
+                results.append(bench_model(path, options, root / path.stem, step))
+            except TilefuseError as e:
+                if not options.keep_going:
+                    raise
+                if skipped is not None:
+                    skipped.append((path.stem, str(e).replace(f"{root}/", "")))
         if progress:
             progress(len(paths), len(paths), "", "done")
     return results
