@@ -34,7 +34,7 @@ from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
 from .contract import SKIP, Launch, Strategy
-from .row_roots import COMBINERS, NAN_PROPAGATING_MINMAX, lone_reduction_refusal
+from .row_roots import COMBINERS, NAN_PROPAGATING_MINMAX, RowParams, lone_reduction_refusal
 from .sizes import next_pow2, packed_rows, pow2_at_most
 
 # Target vectors (of V elements) per thread when sizing T: enough work per
@@ -43,11 +43,10 @@ VECTORS_PER_THREAD = 64
 
 
 @dataclass(frozen=True)
-class RowReductionParams:
+class RowReductionParams(RowParams):
     """Sizes are per loop dim (the parallel dims, then the row), as the
     script's steps take them; the split row has a chunk dim before the row."""
 
-    launch: Launch  # workgroup (T threads along the row, R rows, 1)
     reduction: str  # the combiner ("add", "max", ...), for explain
     layout: str  # "divisible" (chunks only), "ragged" (chunks and a tail), "short" (all tail)
     root_inputs: tuple[int, ...]  # the root's input operands (all): their producers fuse
@@ -68,14 +67,6 @@ class RowReductionParams:
     combine_threads: tuple[int, ...]  # threads y of the combine, one per row
     thread_mapping: tuple[str, ...]
     vector_sizes: tuple[int, ...]
-
-    @property
-    def threads(self) -> int:  # T
-        return self.launch.workgroup[0]
-
-    @property
-    def rows_per_workgroup(self) -> int:  # R
-        return self.launch.workgroup[1]
 
     @property
     def vector(self) -> int:  # V

@@ -3,7 +3,27 @@ row_warp, softmax) ask it: the root's loops, the combining ops whose identity
 the transform dialect knows, and the two root shapes they take (one lone row
 reduction; a chain of ops over [rows, n])."""
 
+from dataclasses import dataclass
+
 from ..dispatch.read import Dispatch
+from .contract import Launch
+
+
+@dataclass(frozen=True)
+class RowParams:
+    """What the row kernels' parameters share: T threads along a row on
+    workgroup x, R rows on workgroup y."""
+
+    launch: Launch
+
+    @property
+    def threads(self) -> int:  # T
+        return self.launch.workgroup[0]
+
+    @property
+    def rows_per_workgroup(self) -> int:  # R
+        return self.launch.workgroup[1]
+
 
 # Combining ops whose identity the transform dialect knows (the partial
 # accumulator starts at it), by reduction name.

@@ -48,21 +48,12 @@ from .sizes import packed_rows
 
 
 @dataclass(frozen=True)
-class RowWarpParams:
-    launch: Launch  # workgroup (T lanes, R rows, 1): T is the subgroup size
+class RowWarpParams(row_roots.RowParams):
     vector: int  # V
     chunks: int  # full chunks of T*V in a row (a normalization unrolls them all)
     tail: int  # elements after the last full chunk (a multiple of T)
     elementwise_root: bool  # a row normalization; else a lone row reduction
     reductions: int  # the dispatch's row reductions (explain only)
-
-    @property
-    def threads(self) -> int:  # T
-        return self.launch.workgroup[0]
-
-    @property
-    def rows_per_workgroup(self) -> int:  # R
-        return self.launch.workgroup[1]
 
     @property
     def chunk(self) -> int:  # T*V

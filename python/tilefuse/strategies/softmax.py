@@ -62,6 +62,7 @@ from .row_roots import (
     ROOT_EPILOGUE,
     ROOT_KINDS,
     ROOT_REDUCTION,
+    RowParams,
     row_ops_refusal,
 )
 from .sizes import next_pow2, packed_rows
@@ -89,8 +90,7 @@ GROUP_COMBINERS = {
 
 
 @dataclass(frozen=True)
-class SoftmaxParams:
-    launch: Launch  # workgroup (T threads per row, R rows, 1)
+class SoftmaxParams(RowParams):
     vector: int  # V
     reductions: int  # the dispatch's row reductions (explain only)
     shared_bytes: int  # workgroup memory of the R rows (explain only)
@@ -98,14 +98,6 @@ class SoftmaxParams:
     # Peel the reductions' last chunk: a ragged row with full chunks before
     # it (a row shorter than one chunk is one masked chunk, no loop).
     peel: bool
-
-    @property
-    def threads(self) -> int:  # T
-        return self.launch.workgroup[0]
-
-    @property
-    def rows_per_workgroup(self) -> int:  # R
-        return self.launch.workgroup[1]
 
     @property
     def chunk(self) -> int:  # T*V
