@@ -92,3 +92,29 @@ func.func @main(%x: tensor<8x1xf32>, %y: tensor<8x16xf32>) -> tensor<8x16xf32> {
 """
     module = ir.Module.parse(wide, context())
     assert broadcasts.rewrite_function(module.body.operations[0].operation) == []
+
+
+def test_one_broadcast_read_twice_is_sunk_once(tmp_path):
+    """add %k, %k: the broadcast both operands read goes once (erasing it
+    twice crashed the compiler)."""
+    from iree.compiler import ir
+
+    text = """
+func.func @main(%x: tensor<8xf32>) -> tensor<8x16xf32> {
+  %k = stablehlo.broadcast_in_dim %x, dims = [0] : (tensor<8xf32>) -> tensor<8x1xf32>
+  %a = stablehlo.add %k, %k : tensor<8x1xf32>
+  %b = stablehlo.broadcast_in_dim %a, dims = [0, 1] : (tensor<8x1xf32>) -> tensor<8x16xf32>
+  return %b : tensor<8x16xf32>
+}
+"""
+    module = ir.Module.parse(text, context())
+    assert len(broadcasts.rewrite_function(module.body.operations[0].operation)) == 2
+    module.operation.verify()
+    filecheck(
+        str(module),
+        """
+CHECK: %[[A:.*]] = stablehlo.add %arg0, %arg0 : tensor<8xf32>
+CHECK: stablehlo.broadcast_in_dim %[[A]], dims = [0] : (tensor<8xf32>) -> tensor<8x16xf32>
+""",
+        tmp_path,
+    )

@@ -111,8 +111,12 @@ def sink_keepdims(func: ir.Operation) -> list[str]:
         op.results[0].replace_all_uses_with(wide.results[0])
         where = location_text(loc)
         op.erase()
+        once = []  # add %k, %k: one producer read twice is erased once
         for p in producers:
-            if p is not None and not list(p.results[0].uses):
+            if not any(p == q for q in once):
+                once.append(p)
+        for p in once:
+            if not list(p.results[0].uses):
                 p.erase()
         log.append(f"{op_name(small)} at {where} computed before its keepdims broadcast")
     return log
