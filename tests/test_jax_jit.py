@@ -137,3 +137,12 @@ def test_unreadable_export_is_one_error_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"tilefuse: error: {path}: a StableHLO portable artifact")
     assert not (tmp_path / "x.vmfb").exists()
+
+
+def test_reports_are_those_of_the_arguments_program(inputs):
+    params, x = inputs
+    f = tilefuse.jit(layer, static_argnames="activation")
+    f(params, x, activation="gelu")
+    f(params, x[:4], activation="gelu")
+    shapes = [r.line() for r in f.reports(params, x, activation="gelu")]
+    assert f.compiles == 2 and any("8x32" in line for line in shapes), shapes

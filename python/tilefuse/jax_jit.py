@@ -57,6 +57,16 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         jax = _jax()
+        compiled, arrays = self._compiled(args, kwargs)
+        outputs = compiled.module.main(*arrays)
+        if not isinstance(outputs, tuple):
+            outputs = (outputs,)
+        return jax.tree_util.tree_unflatten(compiled.out_tree, outputs)
+
+    def _compiled(self, args, kwargs) -> tuple[Compiled, list[np.ndarray]]:
+        """The program for these arguments (compiled on a cache miss), and
+        the arguments' array leaves in its input order."""
+        jax = _jax()
         static, dynamic_args, dynamic_kwargs = self._split(args, kwargs)
         leaves, tree = jax.tree_util.tree_flatten((dynamic_args, dynamic_kwargs))
         arrays = [_as_array(leaf, i) for i, leaf in enumerate(leaves)]
@@ -71,10 +81,7 @@ class Jitted:
                 f"{_name(self.fun)}: JAX lowered the arguments as {compiled.in_tree}, "
                 f"tilefuse flattened them as {tree}"
             )
-        outputs = compiled.module.main(*arrays)
-        if not isinstance(outputs, tuple):
-            outputs = (outputs,)
-        return jax.tree_util.tree_unflatten(compiled.out_tree, outputs)
+        return compiled, arrays
 
     def lower_text(self, *args, **kwargs) -> str:
         """The StableHLO tilefuse compiles for these arguments."""
@@ -83,8 +90,7 @@ class Jitted:
     def reports(self, *args, **kwargs):
         """The per-dispatch reports (explain's lines) of the program these
         arguments select, compiling it if it is not cached."""
-        self(*args, **kwargs)
-        return next(reversed(self.cache.values())).result.reports
+        return self._compiled(args, kwargs)[0].result.reports
 
     def _split(self, args, kwargs):
         """Static values (hashable, part of the cache key) apart from the
