@@ -488,3 +488,28 @@ def test_sort_with_its_iota_and_slices_is_left_whole_to_iree():
     order = np.argsort(-x, axis=1, kind="stable")[:, :8]
     np.testing.assert_array_equal(indices, order)
     np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=1))
+
+
+# Attention's head merge: (p @ v) with v's contracted dim last (IREE needs a
+# transpose of it), then [b, h, s, d] -> [b, s, h, d].
+HEAD_MERGE = """func.func @main(%p: tensor<2x4x8x8xf32>, %v: tensor<2x4x16x8xf32>) -> tensor<2x8x4x16xf32> {
+  %o = stablehlo.dot_general %p, %v, batching_dims = [0, 1] x [0, 1],
+      contracting_dims = [3] x [3] : (tensor<2x4x8x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x16xf32>
+  %t = stablehlo.transpose %o, dims = [0, 2, 1, 3] : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  return %t : tensor<2x8x4x16xf32>
+}
+"""
+
+
+def test_transpose_of_a_contraction_left_to_iree_is_iree_s():
+    """The transpose of a contraction IREE forms gets no region of its own
+    (IREE folds or fuses it there): no more dispatches than plain IREE."""
+    result = tilefuse.compile_program(HEAD_MERGE, "vulkan", strict=True)
+    plain = tilefuse.compile_program(HEAD_MERGE, "vulkan", strict=True, fusion=False)
+    (transpose,) = [g for g in result.fusion.all_groups() if g.hero_op == "stablehlo.transpose"]
+    assert not transpose.outlined and "folds it in" in transpose.why_not_outlined
+    assert len(result.reports) <= len(plain.reports)
+    rng = np.random.default_rng(9)
+    p, v = rng.random((2, 4, 8, 8), np.float32), rng.random((2, 4, 16, 8), np.float32)
+    want = np.einsum("bhsk,bhdk->bshd", p, v)
+    np.testing.assert_allclose(_module(result).main(p, v), want, rtol=1e-5)

@@ -433,29 +433,57 @@ def plan_function(
 # batch-norm scale rsqrt(var + eps) beside a convolution left to IREE: three
 # dispatches where IREE has two).
 FEEDS_IREE = "read only by ops IREE forms dispatches for ({ops}): IREE fuses it into them"
+# A transpose or elementwise epilogue of a contraction IREE forms: its global
+# optimizations fold a transpose into the contraction and its dispatch
+# formation fuses the epilogue (corpus sdpa: attention's head merge after p @ v).
+TRANSPOSE_AFTER_IREE = "reads a contraction left to IREE, which folds it in"
 
 
 def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
     """Leave to IREE each loop group whose results only ops outside every
-    outlined group read (none returned); repeated, as a group left to IREE
-    can leave its own producers read only by IREE's ops."""
+    outlined group read (none returned), and each loop or transpose group
+    that reads a contraction left to IREE and nothing outlined; repeated, as a group left to IREE can leave its neighbours
+    touching only IREE's ops."""
     changed = True
+    epilogues: set[int] = set()  # ops of the groups left as a contraction's epilogue
     while changed:
         changed = False
         outlined = {i for g in groups if g.outlined for i in g.members}
         for g in groups:
-            if not g.outlined or g.kind != "loop":
+            if not g.outlined or g.kind not in ("loop", "transpose"):
                 continue
             members = set(g.members)
             users = {u for i in members for u in graph.nodes[i].users} - members
-            if not users or users & outlined or any(graph.nodes[i].returned for i in members):
+            returned = any(graph.nodes[i].returned for i in members)
+            feeds = users and not users & outlined and not returned and _stablehlo(graph, users)
+            if g.kind == "loop" and feeds:
+                ops = sorted({graph.nodes[u].name.removeprefix("stablehlo.") for u in users})
+                g.why_not_outlined = FEEDS_IREE.format(ops=", ".join(ops))
+            elif _after_iree_contraction(graph, members, outlined, epilogues):
+                g.why_not_outlined = TRANSPOSE_AFTER_IREE
+                epilogues |= members
+            else:
                 continue
-            if not all(graph.nodes[u].name.startswith("stablehlo.") for u in users):
-                continue  # a call or another dialect's op: not IREE's to fuse into
-            ops = sorted({graph.nodes[u].name.removeprefix("stablehlo.") for u in users})
             g.outlined = False
-            g.why_not_outlined = FEEDS_IREE.format(ops=", ".join(ops))
             changed = True
+
+
+def _stablehlo(graph: FuncGraph, nodes: set[int]) -> bool:
+    """StableHLO ops (IREE's to fuse into), not a call or another dialect's op."""
+    return all(graph.nodes[i].name.startswith("stablehlo.") for i in nodes)
+
+
+def _after_iree_contraction(
+    graph: FuncGraph, members: set[int], outlined: set[int], epilogues: set[int]
+) -> bool:
+    """The group reads a contraction left to IREE (or its epilogue, left to
+    IREE with it), and nothing outlined."""
+    producers = {p for i in members for p in graph.nodes[i].producers if p >= 0} - members
+    return (
+        not producers & outlined
+        and any(graph.nodes[p].cls == "contraction" or p in epilogues for p in producers)
+        and _stablehlo(graph, producers)
+    )
 
 
 # Measured on the corpus (lax_shape: jnp's index arithmetic for a
