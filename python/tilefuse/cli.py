@@ -201,7 +201,7 @@ def cmd_bench(args) -> None:
         text = json.dumps(to_json(results, args.gpu), indent=2)
         _write_atomically(Path(args.json), text.encode())
     if args.report:
-        path = write_report(results, args.gpu, Path(args.report))
+        path = write_report(results, args.gpu, Path(args.report), skipped)
         print(f"wrote {path}", file=sys.stderr)
     failed = [r.name for r in results if r.numerics.startswith("FAIL")]
     if failed:

@@ -258,7 +258,14 @@ def markdown_report(results: list[ModelResult], gpu: str, chart_name: str | None
 CHART_MODELS = 30
 
 
-def write_report(results: list[ModelResult], gpu: str, directory: Path) -> Path:
+def write_report(
+    results: list[ModelResult],
+    gpu: str,
+    directory: Path,
+    skipped: list[tuple[str, str]] = (),
+) -> Path:
+    """The markdown report (and its chart); `skipped` (model, why) are the
+    models --keep-going left out, listed at the end."""
     directory.mkdir(parents=True, exist_ok=True)
     chart = f"ratios-{results[0].target}.png"
     if len(results) <= CHART_MODELS:
@@ -266,5 +273,9 @@ def write_report(results: list[ModelResult], gpu: str, directory: Path) -> Path:
     else:
         chart = None
     path = directory / f"bench-{results[0].target}.md"
-    path.write_text(markdown_report(results, gpu, chart))
+    text = markdown_report(results, gpu, chart)
+    if skipped:
+        text += "\n## Skipped (a compiler could not compile them)\n\n"
+        text += "".join(f"- {name}: {why}\n" for name, why in skipped)
+    path.write_text(text)
     return path
