@@ -260,11 +260,12 @@ def test_bench_a_directory_of_jax_exports_without_running(tmp_path, root):
     (programs / "broken.mlir").write_text("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n")
     proc = subprocess.run(
         [sys.executable, "-m", "tilefuse.cli", "bench", str(programs), "--no-run",
-         "--keep-going", "--json", str(tmp_path / "b.json")],
+         "--keep-going", "--json", str(tmp_path / "b.json"), "--report", str(tmp_path / "r")],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "skipped broken:" in proc.stderr
+    assert "## Skipped" in (tmp_path / "r" / "bench-vulkan.md").read_text()
     models = {m["model"]: m for m in json.loads((tmp_path / "b.json").read_text())["models"]}
     assert set(models) == {"softmax_f32", "rmsnorm_f32"}
     for m in models.values():
