@@ -436,14 +436,14 @@ FEEDS_IREE = "read only by ops IREE forms dispatches for ({ops}): IREE fuses it 
 # A transpose or elementwise epilogue of a contraction IREE forms: its global
 # optimizations fold a transpose into the contraction and its dispatch
 # formation fuses the epilogue (corpus sdpa: attention's head merge after p @ v).
-TRANSPOSE_AFTER_IREE = "reads a contraction left to IREE, which folds it in"
+EPILOGUE_OF_IREE = "reads a contraction left to IREE, which folds it in"
 
 
 def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
     """Leave to IREE each loop group whose results only ops outside every
     outlined group read (none returned), and each loop or transpose group
-    that reads a contraction left to IREE and nothing outlined; repeated, as a group left to IREE can leave its neighbours
-    touching only IREE's ops."""
+    that reads a contraction left to IREE and nothing outlined; repeated, as
+    a group left to IREE can leave its neighbours touching only IREE's ops."""
     changed = True
     epilogues: set[int] = set()  # ops of the groups left as a contraction's epilogue
     while changed:
@@ -460,7 +460,7 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
                 ops = sorted({graph.nodes[u].name.removeprefix("stablehlo.") for u in users})
                 g.why_not_outlined = FEEDS_IREE.format(ops=", ".join(ops))
             elif _after_iree_contraction(graph, members, outlined, epilogues):
-                g.why_not_outlined = TRANSPOSE_AFTER_IREE
+                g.why_not_outlined = EPILOGUE_OF_IREE
                 epilogues |= members
             else:
                 continue
