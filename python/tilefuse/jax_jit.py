@@ -53,7 +53,11 @@ class Jitted:
     device: str | None = None
     strict: bool = False
     cache: dict = field(default_factory=dict)  # signature -> Compiled
-    compiles: int = 0  # how many signatures were compiled (cache misses)
+
+    @property
+    def compiles(self) -> int:
+        """How many signatures were compiled (cache misses)."""
+        return len(self.cache)
 
     def __call__(self, *args, **kwargs):
         jax = _jax()
@@ -75,7 +79,6 @@ class Jitted:
         if compiled is None:
             compiled = self._compile(args, kwargs)
             self.cache[key] = compiled
-            self.compiles += 1
         if compiled.in_tree != tree:
             raise TilefuseError(
                 f"{_name(self.fun)}: JAX lowered the arguments as {compiled.in_tree}, "
@@ -129,8 +132,8 @@ class Jitted:
         lowered = self._lowered(args, kwargs)
         text = lowered.as_text(debug_info=True)
         result = compile_program(text, self.target, strict=self.strict)
-        module = CompiledModule(result.vmfb, self.device or result.target.runtime_driver)
-        module.reports = result.reports
+        device = self.device or result.target.runtime_driver
+        module = CompiledModule(result.vmfb, device, result.reports)
         return Compiled(result, module, lowered.in_tree, lowered.out_tree)
 
 

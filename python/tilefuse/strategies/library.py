@@ -82,17 +82,24 @@ def specialize(
 ) -> ir.Operation:
     """A copy of the strategy's named sequence at `ip`, renamed and
     parameterized, followed by copies of the optional steps it includes.
-    `templates` caches parsed scripts across calls (one library)."""
+    `templates` caches each parsed script, its sequences and its tags across
+    calls (one library)."""
     templates = {} if templates is None else templates
     if strategy not in templates:
-        templates[strategy] = load_template(strategy, ctx)
-    module, template = templates[strategy]
+        module, template = load_template(strategy, ctx)
+        steps = {
+            symbol_name(op.operation): op.operation
+            for op in module.body.operations
+            if len(op.operation.regions[0].blocks)  # defined here, not declared
+        }
+        templates[strategy] = (module, template, steps, _tags(module.operation))
+    _module, template, steps, tags = templates[strategy]
     record = BY_NAME[strategy]
     seq = template.clone(ip=ip)
     seq.attributes["sym_name"] = ir.StringAttr.get(name, ctx)
-    copies = [seq.operation, *_choose_steps(strategy, module, seq.operation, params, name, ip, ctx)]
+    copies = [seq.operation, *_choose_steps(strategy, steps, seq.operation, params, name, ip, ctx)]
     setters = record.attributes(params, ctx)
-    unknown = set(setters) - _tags(module.operation)
+    unknown = set(setters) - tags
     if unknown:
         raise TilefuseError(f"{strategy}.mlir lacks tilefuse.param tags: {sorted(unknown)}")
     for copy in copies:
@@ -100,16 +107,12 @@ def specialize(
     return seq
 
 
-def _choose_steps(strategy, module, seq, params, name, ip, ctx) -> list[ir.Operation]:
+def _choose_steps(strategy, local, seq, params, name, ip, ctx) -> list[ir.Operation]:
     """Point every `tilefuse.step` include of `seq` at the sequence the
     strategy chose for it; the chosen steps defined in the strategy's file
-    are cloned (once each) under a name carrying the dispatch's."""
+    (`local`, by name) are cloned (once each) under a name carrying the
+    dispatch's."""
     chosen = BY_NAME[strategy].steps(params) if BY_NAME[strategy].steps else {}
-    local = {
-        symbol_name(op.operation): op.operation
-        for op in module.body.operations
-        if len(op.operation.regions[0].blocks)  # defined here, not declared
-    }
     suffix = name.split("__", 1)[1] if "__" in name else name
     copies: dict[str, ir.Operation] = {}
     slots = set()
