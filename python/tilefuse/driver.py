@@ -1,14 +1,23 @@
 """The compile pipeline, top to bottom.
 
     load -> fusion (plan and outline groups) -> phase 1 (executable sources)
-    -> dispatches (collapse, read) -> strategies -> phase 2 (library, vmfb,
-    verify) [-> phase 3, SPIR-V only: kernels with narrow accesses aliased]
+    -> dispatches (collapse, read) -> strategies -> phase 2 (library,
+    strategies, verify) -> phase 3 (SPIR-V: finished kernels, aliased, to a
+    vmfb)
+
+On CUDA phase 2 is one iree-compile to the module. On SPIR-V it runs only
+the strategies (iree-opt, IREE's translation stopped after the transform
+dialect) and phase 3 compiles the sources with the finished kernels spliced
+in: the kernels with narrow accesses are aliased in between
+(kernel/aliases.py), and neither the strategies nor IREE's lowering runs
+twice.
 
 `STAGES` (at the end of this file) is that list: named stages that each read
 and extend one `Compilation` record, run in order by `run_stages`. A later
-stage's inputs are kept, so `recompile` reruns phase 2 with other flags
-without planning or running phase 1 again (bench's timing modules). The
-functions before the stages are the pieces they call, each testable alone.
+stage's inputs are kept, so `recompile` reruns the last compile with other
+flags without planning, running phase 1 or (SPIR-V) the strategies again
+(bench's timing modules). The functions before the stages are the pieces
+they call, each testable alone.
 
 The promise: a program plain iree-compile compiles, tilefuse compiles too.
 So nothing tilefuse adds may cost the compile; each failure is undone at the
@@ -16,7 +25,9 @@ smallest scale that removes it, and reported (never silent):
   - a strategy that fails in phase 2 (an error naming its dispatch, or a
     kernel that fails verify.py) is withdrawn from that dispatch, which IREE's
     codegen then compiles (report status "failed", the error as reason);
-  - phase 3 failing keeps phase 2's module (a note says so);
+  - phase 3 failing runs phase 2 again as one compile with the library and
+    no aliases, which withdraws any strategy IREE's lowering fails on (a
+    note says so);
   - a fusion group that fails (an IREE error at one of its ops' positions,
     a dispatch of it named, no dispatch formed for it) is left to IREE and
     the program compiles again with the other groups (compile_fused, a note
@@ -29,6 +40,8 @@ smallest scale that removes it, and reported (never silent):
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,18 +49,19 @@ from iree.compiler import ir
 
 from . import fusion as fusion_pkg
 from .dispatch.collapse import collapse_column_reductions
-from .dispatch.read import Dispatch, read_dispatches
+from .dispatch.read import Dispatch, dispatch_sites, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
 from .fusion.blame import blamed_groups
 from .irutil import context, file_positions, one_context_per_compile
 from .kernel import ptx
-from .kernel.aliases import alias_report, splice
-from .kernel.verify import DispatchReport, kernel_problems, printed_kernels, reports
+from .kernel.aliases import alias_report
+from .kernel.splice import finished_kernels, splice, strategy_executables
+from .kernel.verify import DispatchReport, kernel_problems, reports
 from .strategies import BY_NAME, Choice, catalogue, choose
 from .strategies.library import build_library
 from .targets import Target, load_target
-from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile, mentions
+from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile, iree_opt, mentions
 
 DEVICE_GLOBAL = "__tilefuse_device"
 
@@ -170,36 +184,60 @@ def write_library(choices: list[Choice], workdir: Path, name: str = "dispatch_ta
     return path
 
 
-def alias_stage(
-    choices: list[Choice],
-    log: str,
-    sources: Path,
-    target: Target,
-    workdir: Path,
-    why_not: list[str] | None = None,
-) -> tuple[Path, set[str]] | None:
-    """SPIR-V: the executable sources with every finished kernel that has
-    narrow accesses (aliases.py) spliced in, aliased, and the names of those
-    dispatches; None when there is none. Only strategies that declare
-    alias_narrow_accesses are spliced (their printout compiles as is).
-    `why_not` gets a line for each such kernel left as it is."""
-    if target.backend != "spirv":
-        return None
-    kernels = printed_kernels(log)
-    spliced = {}
+def alias_kernels(
+    choices: list[Choice], kernels: dict[str, tuple[str, list[int]]], why_not: list[str]
+) -> dict[str, tuple[str, list[int]]]:
+    """`kernels` (finished_kernels) with the narrow accesses of each kernel
+    whose strategy declares alias_narrow_accesses moved onto aliases of
+    their bindings (aliases.py); `why_not` gets a line for each such kernel
+    left as it is."""
+    aliased = dict(kernels)
     for c in choices:
         if not BY_NAME[c.strategy].alias_narrow_accesses:
             continue
-        text, moved, why = alias_report(kernels[c.dispatch.name])
+        text, grid = kernels[c.dispatch.name]
+        text, moved, why = alias_report(text)
         if moved:
-            spliced[c.dispatch.name] = (text, list(c.params.launch.grid))
-        elif why_not is not None:
+            aliased[c.dispatch.name] = (text, grid)
+        else:
             why_not.append(f"aliases: {c.dispatch.name} left as it is: {why}")
-    if not spliced:
-        return None
-    path = workdir / "executable_sources_spliced.mlir"
-    path.write_text(splice(sources.read_text(), spliced))
-    return path, set(spliced)
+    return aliased
+
+
+# IREE's translation of an executable up to the end of its transform strategy,
+# without the SPIR-V lowering after it: phase 2 on SPIR-V (phase2_kernels).
+SPIRV_STRATEGIES_ONLY = (
+    "builtin.module(hal.executable(hal.executable.variant("
+    "iree-codegen-create-dispatch-config, builtin.module("
+    "iree-codegen-materialize-user-configs, iree-spirv-select-lowering-strategy-pass, "
+    "iree-spirv-lower-executable-using-transform-dialect))))"
+)
+
+
+def phase2_kernels(
+    sources: Path, library: Path, active: list[Choice], workdir: Path, options: Options
+) -> tuple[Path, str]:
+    """SPIR-V phase 2: only the strategies, run by iree-opt on the executables
+    of the `active` dispatches. Returns the translated executables (their
+    finished kernels, kernels.mlir) and the log (the strategies' printouts)."""
+    todo = workdir / "strategy_executables.mlir"
+    names = {c.dispatch.name for c in active}
+    todo.write_text(strategy_executables(sources.read_text(), names))
+    out = workdir / "kernels.mlir"
+    run = iree_opt(
+        [
+            str(todo),
+            f"--iree-codegen-transform-dialect-library={library}@kernel_config",
+            f"--pass-pipeline={SPIRV_STRATEGIES_ONLY}",
+            # One kernel printed after another (verify.py reads the printouts).
+            "--mlir-disable-threading",
+            "-o",
+            str(out),
+        ],
+        "phase 2 (transform strategies)",
+        options.timeout_s,
+    )
+    return out, run.stdout + run.stderr
 
 
 def phase2_executable(
@@ -264,20 +302,24 @@ def _sequence_lines(library: Path) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+# Phase 2 on the dispatch table written for the `active` choices: returns
+# its output (a module, or SPIR-V's finished kernels), its log (the
+# strategies' printouts) and the PTX files it wrote.
+Phase2Run = Callable[[Path, list[Choice]], tuple[object, str, list[Path]]]
+
+
 def phase2_with_fallbacks(
     choices: list[Choice],
-    sources: Path,
-    target: Target,
     workdir: Path,
     options: Options,
-    failures: dict[str, str] | None = None,
-) -> tuple[bytes, str, list[Path], dict[str, str], Path]:
-    """Phase 2, withdrawing each strategy that fails until the compile
+    failures: dict[str, str],
+    run: Phase2Run,
+) -> tuple[object, str, list[Path], dict[str, str], Path]:
+    """Phase 2 (`run`), withdrawing each strategy that fails until it
     succeeds, starting from `failures` (dispatch name -> why its strategy is
-    withdrawn; default: the choosers' errors): returns the module, the log,
-    the PTX files, the failures and the library used."""
-    if failures is None:
-        failures = {c.dispatch.name: c.failure for c in choices if c.failure}
+    withdrawn: the choosers' errors, or a first compile's failures): returns
+    what `run` made, the log, the PTX files, the failures and the library
+    used."""
     failures = dict(failures)
     while True:
         kept = [
@@ -286,9 +328,7 @@ def phase2_with_fallbacks(
         active = [c for c in kept if c.strategy]
         library = write_library(kept, workdir)
         try:
-            vmfb, log, ptx_files = phase2_executable(
-                sources, library, target, workdir, bool(active), options
-            )
+            made, log, ptx_files = run(library, active)
         except PhaseFailed as e:
             if not active:
                 raise
@@ -304,9 +344,27 @@ def phase2_with_fallbacks(
             continue
         problems = kernel_problems(active, log)
         if not problems:
-            return vmfb, log, ptx_files, failures, library
+            return made, log, ptx_files, failures, library
         failures.update(problems)
         _check_strict(options, [c for c in active if c.dispatch.name in problems], failures)
+
+
+def one_compile(c: "Compilation") -> Phase2Run:
+    """Phase 2 as one iree-compile: the strategies, IREE's lowering, the module."""
+    return lambda library, active: phase2_executable(
+        c.sources, library, c.target, c.workdir, bool(active), c.options
+    )
+
+
+def strategies_only(c: "Compilation") -> Phase2Run:
+    """SPIR-V phase 2: the strategies alone (phase2_kernels); phase 3 compiles."""
+
+    def run(library: Path, active: list[Choice]):
+        if not active:
+            return None, "", []
+        return (*phase2_kernels(c.sources, library, active, c.workdir, c.options), [])
+
+    return run
 
 
 def _check_strict(options: Options, culprits: list[Choice], failures: dict[str, str]) -> None:
@@ -366,37 +424,125 @@ def compile_fused(
 ) -> CompileResult:
     """Compile with fusion groups. A failure that names groups (blame.py)
     leaves just those to IREE and compiles again; one that names none, or
-    too many retries, drops every group (IREE forms all dispatches)."""
-    withheld: dict[str, str] = {}
-    for retry in range(MAX_GROUP_RETRIES + 1):
-        attempt = FusedAttempt(dict(withheld))
-        attempt_dir = workdir / f"retry-{retry}" if retry else workdir
-        try:
-            result = compile_dispatches(program, target, attempt_dir, options, attempt)
-        except Exception as e:
-            if options.strict:
-                if isinstance(e, TilefuseError):
-                    raise
-                raise TilefuseError(f"fusion stage: {_describe(e)} (--strict)") from None
-            why = _describe(e).replace(f"{attempt_dir}/", "")
-            blamed = {}
-            if attempt.plan is not None:
-                stderr = e.stderr if isinstance(e, PhaseFailed) else ""
-                blamed = blamed_groups(e, stderr, why, attempt.plan, attempt.dispatches)
-            blamed = {n: r for n, r in blamed.items() if n not in withheld}
-            if not blamed or retry == MAX_GROUP_RETRIES:
-                break
-            withheld.update(blamed)
-            continue
-        result.notes[:0] = [
-            f"FALLBACK: fusion group {name} left to IREE: {reason}"
-            for name, reason in withheld.items()
-        ]
-        return result
-    # The fusion groups cost the compile: IREE forms the dispatches.
-    result = compile_dispatches(program, target, workdir / "no-fusion", options)
+    too many retries, drops every group (IREE forms all dispatches).
+
+    IREE's own dispatch formation is computed beside the plan (its phase 1
+    runs on another thread while the plan is made and compiled to executable
+    sources) and taken instead when it is better (formation_refusal): fusion
+    must not cost dispatches that no kernel gains."""
+    own = OwnFormation(program, target, workdir / "iree-formation", options)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        own.start(pool)
+        withheld: dict[str, str] = {}
+        for retry in range(MAX_GROUP_RETRIES + 1):
+            attempt = FusedAttempt(dict(withheld))
+            attempt_dir = workdir / f"retry-{retry}" if retry else workdir
+            try:
+                attempt_dir.mkdir(parents=True, exist_ok=True)
+                c = Compilation(program, target, attempt_dir, options, attempt)
+                advance(c, STAGES[0][0], "strategies")
+                mine = own.compilation()
+                why = formation_refusal(c, mine) if mine is not None else None
+                if why:
+                    result = run_stages(mine, "phase2")
+                    result.notes.insert(0, f"fusion plan not used, IREE's dispatches kept: {why}")
+                    return result
+                result = run_stages(c, "phase2")
+            except Exception as e:
+                if options.strict:
+                    if isinstance(e, TilefuseError):
+                        raise
+                    raise TilefuseError(f"fusion stage: {_describe(e)} (--strict)") from None
+                why = _describe(e).replace(f"{attempt_dir}/", "")
+                blamed = {}
+                if attempt.plan is not None:
+                    stderr = e.stderr if isinstance(e, PhaseFailed) else ""
+                    blamed = blamed_groups(e, stderr, why, attempt.plan, attempt.dispatches)
+                blamed = {n: r for n, r in blamed.items() if n not in withheld}
+                if not blamed or retry == MAX_GROUP_RETRIES:
+                    break
+                withheld.update(blamed)
+                continue
+            result.notes[:0] = [
+                f"FALLBACK: fusion group {name} left to IREE: {reason}"
+                for name, reason in withheld.items()
+            ]
+            return result
+        # The fusion groups cost the compile: IREE forms the dispatches.
+        mine = own.compilation()
+        if mine is None:  # IREE's own phase 1 failed: say so, as IREE would
+            result = compile_dispatches(program, target, workdir / "no-fusion", options)
+        else:
+            result = run_stages(mine, "phase2")
     result.notes.insert(0, f"FALLBACK: fusion groups dropped, IREE formed the dispatches: {why}")
     return result
+
+
+@dataclass
+class OwnFormation:
+    """IREE's own dispatch formation of a program: phase 1 without fusion
+    groups, started on a thread of `pool` (the subprocess runs there; the MLIR
+    work stays on the caller's thread), then read and given strategies on
+    demand (`compilation`), once."""
+
+    program: Program
+    target: Target
+    workdir: Path
+    options: Options
+    future: Future | None = None
+    done: "Compilation | None" = None
+    failed: bool = False
+
+    def start(self, pool: ThreadPoolExecutor) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        source = phase1_input(self.program, self.target, self.workdir)
+        self.future = pool.submit(
+            phase1_executable_sources,
+            source,
+            self.target,
+            self.workdir,
+            self.options.phase1_flags,
+            self.options.timeout_s,
+        )
+
+    def compilation(self) -> "Compilation | None":
+        """Its stages run to the strategies; None if IREE's phase 1 failed."""
+        if self.done is None and not self.failed:
+            try:
+                sources = self.future.result()
+            except TilefuseError:
+                self.failed = True
+                return None
+            c = Compilation(self.program, self.target, self.workdir, self.options)
+            c.phase1_program, c.sources = self.program, sources
+            advance(c, "dispatches", "strategies")
+            self.done = c
+        return self.done
+
+
+def formation_refusal(fused: "Compilation", own: "Compilation") -> str | None:
+    """Why IREE's own formation (`own`) beats the fusion plan's (`fused`), or
+    None: it issues fewer dispatches and leaves no more of them to IREE's
+    codegen (so the launches it saves cost no tilefuse kernel; a plan that
+    splits work IREE's codegen gets wrong, such as a reduction to a scalar
+    on two row kernels, is kept)."""
+    plan_sites, own_sites = (
+        dispatch_sites(fused.sources.read_text()),
+        dispatch_sites(own.sources.read_text()),
+    )
+    if own_sites >= plan_sites:
+        return None
+    plan_default, own_default = _on_iree_codegen(fused), _on_iree_codegen(own)
+    if own_default > plan_default:
+        return None
+    return (
+        f"the plan issues {plan_sites} dispatches, IREE {own_sites}, and IREE's leave "
+        f"{own_default} to its codegen against the plan's {plan_default}"
+    )
+
+
+def _on_iree_codegen(c: "Compilation") -> int:
+    return sum(1 for d in c.choices if not d.strategy or d.dispatch.name in c.failures)
 
 
 def _describe(error: Exception) -> str:
@@ -425,6 +571,7 @@ class Compilation:
     # phase 2 failure); phase 2 starts from it, so a recompile skips failures.
     failures: dict[str, str] = field(default_factory=dict)
     library: Path | None = None
+    kernels: Path | None = None  # SPIR-V: phase 2's finished kernels (phase 3 compiles)
     vmfb: bytes = b""
     kernel_log: str = ""  # phase 2's stdout + stderr: the printed kernels
     ptx_files: list[Path] = field(default_factory=list)
@@ -463,45 +610,58 @@ def strategy_stage(c: Compilation) -> None:
 
 
 def phase2_stage(c: Compilation) -> None:
-    c.vmfb, c.kernel_log, c.ptx_files, c.failures, c.library = phase2_with_fallbacks(
-        c.choices, c.sources, c.target, c.workdir, c.options, c.failures
+    """The strategies. CUDA: one iree-compile, the module. SPIR-V: only the
+    strategies (their finished kernels, c.kernels); phase 3 compiles."""
+    run = strategies_only(c) if c.target.backend == "spirv" else one_compile(c)
+    made, c.kernel_log, c.ptx_files, c.failures, c.library = phase2_with_fallbacks(
+        c.choices, c.workdir, c.options, c.failures, run
     )
+    if c.target.backend == "spirv":
+        c.kernels = made
+    else:
+        c.vmfb = made
     (c.workdir / "phase2.log").write_text(c.kernel_log)
 
 
 def phase3_stage(c: Compilation) -> None:
-    """SPIR-V: compile again with the aliased kernels spliced in (alias_stage);
-    if that fails, phase 2's module stands and a note says why."""
-    applied = [d for d in c.choices if d.strategy and d.dispatch.name not in c.failures]
+    """SPIR-V: compile the executable sources with phase 2's finished kernels
+    spliced in (kernel/splice.py), their narrow accesses aliased
+    (alias_kernels). If that fails, phase 2 runs again as one compile with
+    the library (no aliases), and a note says why."""
+    if c.target.backend != "spirv":
+        return
+    sources = c.sources
     try:
-        # The rewrite checks its own result: a failed check drops phase 3.
-        aliased = alias_stage(applied, c.kernel_log, c.sources, c.target, c.workdir, c.stage_log)
-        if aliased is None:
-            return
-        spliced_sources, names = aliased
-        rest = [d for d in applied if d.dispatch.name not in names]
-        library3 = write_library(rest, c.workdir, "dispatch_table_phase3")
-        vmfb, log3, ptx_files = phase2_executable(
-            spliced_sources,
-            library3,
+        if c.kernels is not None:
+            kernels = finished_kernels(c.kernels.read_text())
+            applied = [d for d in c.choices if d.strategy and d.dispatch.name not in c.failures]
+            missing = sorted({d.dispatch.name for d in applied} - set(kernels))
+            if missing:
+                raise TilefuseError(f"phase 2 finished no kernel for {', '.join(missing)}")
+            kernels = alias_kernels(applied, kernels, c.stage_log)
+            sources = c.workdir / "executable_sources_spliced.mlir"
+            sources.write_text(splice(c.sources.read_text(), kernels))
+        c.vmfb, log3, _ = phase2_executable(
+            sources,
+            c.library,
             c.target,
             c.workdir,
-            bool(rest),
+            False,
             c.options,
-            "phase 3 (kernels with aliased bindings to GPU code)",
+            "phase 3 (finished kernels to SPIR-V)",
         )
         (c.workdir / "phase3.log").write_text(log3)
-        problems = kernel_problems(rest, log3)
-        if problems:
-            name, problem = next(iter(problems.items()))
-            raise TilefuseError(f"phase 3: dispatch {name}: {problem}")
     except TilefuseError as e:
         if c.options.strict:
             raise
         why = str(e).replace(f"{c.workdir}/", "")
-        c.notes.append(f"FALLBACK: phase 3 dropped, phase 2's kernels kept: {why}")
-        return
-    c.vmfb, c.ptx_files = vmfb, ptx_files
+        c.notes.append(
+            f"FALLBACK: phase 3 failed, phase 2 compiled again in one run "
+            f"(no aliased accesses): {why}"
+        )
+        c.vmfb, c.kernel_log, c.ptx_files, c.failures, c.library = phase2_with_fallbacks(
+            c.choices, c.workdir, c.options, c.failures, one_compile(c)
+        )
 
 
 def ptxas_check(c: Compilation, result: CompileResult) -> None:
@@ -518,15 +678,20 @@ STAGES = (
     ("phase1", phase1_stage),  # iree-compile to executable sources
     ("dispatches", dispatch_stage),  # collapse, read dispatches, attach groups
     ("strategies", strategy_stage),  # a strategy and parameters per dispatch
-    ("phase2", phase2_stage),  # transform library + iree-compile to a vmfb, verify
-    ("phase3", phase3_stage),  # SPIR-V: aliased narrow accesses, compiled again
+    ("phase2", phase2_stage),  # transform library: the strategies' kernels, verified
+    ("phase3", phase3_stage),  # SPIR-V: finished kernels (aliased) to a vmfb
 )
 
 
-def run_stages(c: Compilation, first: str = STAGES[0][0]) -> CompileResult:
+def advance(c: Compilation, first: str, last: str) -> None:
+    """Run the stages from `first` to `last`, both included."""
     names = [name for name, _ in STAGES]
-    for _, stage in STAGES[names.index(first) :]:
+    for _, stage in STAGES[names.index(first) : names.index(last) + 1]:
         stage(c)
+
+
+def run_stages(c: Compilation, first: str = STAGES[0][0]) -> CompileResult:
+    advance(c, first, STAGES[-1][0])
     result = CompileResult(
         c.vmfb,
         c.target,
@@ -574,4 +739,5 @@ def recompile(result: CompileResult, workdir: Path, phase2_flags: tuple[str, ...
         stage_log=list(c.stage_log),
         failures=dict(c.failures),
     )
-    return run_stages(again, "phase2").vmfb
+    # SPIR-V's phase 2 made only the kernels: phase 3 compiles them again.
+    return run_stages(again, "phase3" if c.kernels is not None else "phase2").vmfb

@@ -1,4 +1,4 @@
-"""Run IREE's bundled iree-compile and turn its failures into TilefuseErrors."""
+"""Run IREE's bundled iree-compile and iree-opt and turn their failures into TilefuseErrors."""
 
 import re
 import subprocess
@@ -41,7 +41,18 @@ def iree_compile(
 ) -> ToolRun:
     """Run iree-compile; raise PhaseFailed with IREE's first error line if it
     fails or takes longer than `timeout_s`."""
-    cmd = [find_tool("iree-compile"), *args]
+    return run_tool("iree-compile", args, what, timeout_s)
+
+
+def iree_opt(
+    args: list[str], what: str, timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S
+) -> ToolRun:
+    """Run iree-opt (a pass pipeline of IREE's), failing as iree_compile does."""
+    return run_tool("iree-opt", args, what, timeout_s)
+
+
+def run_tool(tool: str, args: list[str], what: str, timeout_s: float | None) -> ToolRun:
+    cmd = [find_tool(tool), *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout_s)
     except subprocess.TimeoutExpired as e:

@@ -288,3 +288,10 @@ def read_dispatches(sources_text: str) -> list[Dispatch]:
             if inner.name == "func.func" and inner.parent.operation.name == "builtin.module":
                 found.append(_analyse(inner, executable))
     return found
+
+
+def dispatch_sites(sources_text: str) -> int:
+    """How many dispatches the host program issues (its stream.cmd.dispatch
+    ops): what one call launches, loops aside."""
+    module = ir.Module.parse(sources_text, context(unregistered=True))
+    return sum(1 for op in walk(module.operation) if op.name == "stream.cmd.dispatch")

@@ -14,8 +14,8 @@ width, and of the views between it and them; each copy's alignment is
 halved once more than the last (64 -> 32 for the first), which is still
 true of the buffer and keeps CSE from merging the copies back.
 
-The strategy has finished the kernel when this runs (the driver takes it from
-the strategy's printout and compiles it again, see driver.alias_stage), so
+The strategy has finished the kernel when this runs (phase 2 translated it;
+phase 3 compiles it with the rest, see driver.alias_kernels), so
 the accesses are vector.transfer_read/transfer_write and memref.load/store.
 `alias_report` says why it moved nothing when it moves nothing, and checks
 its result: every subspan of a binding that had accesses of several widths
@@ -213,7 +213,7 @@ def kernel_func(module: ir.Module) -> ir.Operation:
 
 
 def alias_report(text: str) -> tuple[str, int, str]:
-    """The printed kernel `text` with its narrow accesses aliased, how many
+    """The finished kernel `text` with its narrow accesses aliased, how many
     moved, and why none did ("" when some did; as the strategies' plan says
     why it does not take a dispatch). Raises TilefuseError, naming the
     binding, if the result still mixes widths on one subspan."""
@@ -229,51 +229,3 @@ def rewrite_kernel(text: str) -> tuple[str, int]:
     many (alias_report without the reason)."""
     text, moved, _why_not = alias_report(text)
     return text, moved
-
-
-def splice(sources: str, kernels: dict[str, tuple[str, list[int]]]) -> str:
-    """The executable sources with each named dispatch's function replaced by
-    a finished kernel and its workgroup count by the kernel's grid.
-
-    `kernels` maps a dispatch name to (func text, [x, y, z] workgroups). The
-    kernel carries translation_info no_pipeline, so IREE compiles it as is.
-    """
-    ctx = context()
-    module = ir.Module.parse(sources, ctx)
-    named = [
-        op
-        for op in walk(module.operation)
-        if op.name in ("hal.executable.export", "func.func") and symbol_name(op) in kernels
-    ]
-    done = set()
-    for op in named:  # collected first: the edits below would upset the walk
-        name = symbol_name(op)
-        if op.name == "hal.executable.export":
-            _set_count(op, kernels[name][1])
-            continue
-        kernel = ir.Module.parse(kernels[name][0], ctx)
-        kernel_func(kernel).clone(ip=ir.InsertionPoint(op))
-        op.erase()
-        done.add(name)
-    missing = set(kernels) - done
-    if missing:
-        raise TilefuseError(f"no function for {sorted(missing)} in the executable sources")
-    return module.operation.get_asm(enable_debug_info=True)
-
-
-def _set_count(export: ir.Operation, grid: list[int]) -> None:
-    """Replace the export's workgroup count region by constants."""
-    block = export.regions[0].blocks[0]
-    for op in reversed(list(block.operations)):
-        op.operation.erase()
-    index = ir.IndexType.get(export.context)
-    with ir.InsertionPoint(block), ir.Location.unknown(export.context):
-        counts = [
-            ir.Operation.create(
-                "arith.constant",
-                results=[index],
-                attributes={"value": ir.IntegerAttr.get(index, n)},
-            ).results[0]
-            for n in grid
-        ]
-        ir.Operation.create("hal.return", operands=counts)
