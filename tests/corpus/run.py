@@ -200,8 +200,10 @@ def _strategies(outcome: Outcome) -> str:
         text += " (fusion dropped)"
     if _groups_withheld(outcome):
         text += f" ({_groups_withheld(outcome)} groups left to IREE)"
-    if any(n.startswith("FALLBACK: phase 3 dropped") for n in outcome.notes):
-        text += " (phase 3 dropped)"
+    if any(n.startswith("FALLBACK: phase 3 failed") for n in outcome.notes):
+        text += " (phase 3 failed)"
+    if any(n.startswith("fusion plan not used") for n in outcome.notes):
+        text += " (IREE's dispatches kept)"
     return text
 
 
