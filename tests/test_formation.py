@@ -27,7 +27,9 @@ def test_plan_with_more_dispatches_and_no_more_kernels_gives_way(tmp_path):
     path, inputs, outputs, _entry = load("int_ops_i32")
     result = tilefuse.compile_program(path, "vulkan", dump_dir=tmp_path / "plan")
     (note,) = result.notes
-    assert note.startswith("fusion plan not used, IREE's dispatches kept: the plan issues 19 "), note
+    assert note.startswith("fusion plan not used, IREE's dispatches kept: the plan issues 19 "), (
+        note
+    )
     assert result.fusion is None
     assert _sites(result) == _own_sites(path, tmp_path / "own") == 17
     assert sum(r.strategy == "loop" and r.status == "applied" for r in result.reports) == 14

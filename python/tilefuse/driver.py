@@ -61,7 +61,15 @@ from .kernel.verify import DispatchReport, kernel_problems, reports
 from .strategies import BY_NAME, Choice, catalogue, choose
 from .strategies.library import build_library
 from .targets import Target, load_target
-from .toolchain import DEFAULT_PHASE_TIMEOUT_S, PhaseFailed, iree_compile, iree_opt, mentions
+from .toolchain import (
+    DEFAULT_PHASE_TIMEOUT_S,
+    PhaseFailed,
+    iree_compile,
+    iree_opt,
+    mentions,
+    scheduled_dispatches,
+    statistics_flags,
+)
 
 DEVICE_GLOBAL = "__tilefuse_device"
 
@@ -77,6 +85,9 @@ class CompileResult:
     # Program-level fallbacks (groups left to IREE, fusion or phase 3 dropped).
     notes: list[str] = field(default_factory=list)
     sources: Path | None = None  # phase 1's executable sources (gone unless dump_dir)
+    # Dispatches one call issues, from IREE's scheduling statistics
+    # (Options.statistics; None without them).
+    scheduled_dispatches: int | None = None
     # What the stages between phase 1 and 2 did (collapse), one line each.
     log: list[str] = field(default_factory=list)
     # Every stage's output, for `recompile` (None for a loaded module).
@@ -85,7 +96,10 @@ class CompileResult:
 
 @dataclass(frozen=True)
 class Options:
-    phase1_flags: tuple[str, ...] = ()  # phase 1 only (bench: scheduling statistics)
+    phase1_flags: tuple[str, ...] = ()  # phase 1 only
+    # Phase 1 writes IREE's scheduling statistics (bench, the corpus: how
+    # many dispatches a call issues) to statistics.json in its work directory.
+    statistics: bool = False
     phase2_flags: tuple[str, ...] = ()  # phases 2 and 3 (bench: repeated dispatches)
     strict: bool = False  # a strategy or fusion failure is an error, not a fallback
     timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S  # per iree-compile run
@@ -121,6 +135,16 @@ def outline_stage(program: Program, target: Target, workdir: Path, withheld: dic
     (workdir / "fusion.mlir").write_text(plan.text)
     outlined = Program(plan.text, program.name, None, program.functions)
     return outlined, plan
+
+
+def phase1_flags(options: Options, workdir: Path) -> tuple[str, ...]:
+    """Phase 1's extra flags for a compile in `workdir` (each formation has its own)."""
+    if not options.statistics:
+        return options.phase1_flags
+    return (*options.phase1_flags, *statistics_flags(workdir / STATISTICS))
+
+
+STATISTICS = "statistics.json"  # in a compile's work directory (Options.statistics)
 
 
 def phase1_executable_sources(
@@ -390,13 +414,15 @@ def compile_program(
     phase2_flags: tuple[str, ...] = (),
     strict: bool = False,
     timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S,
+    statistics: bool = False,
 ) -> CompileResult:
     """`phase1_flags`/`phase2_flags` go to one phase only (bench asks for
-    scheduling statistics and repeated dispatches). `fusion=False` leaves
-    dispatch formation to IREE. `strict`: see the module docstring.
-    `timeout_s` bounds each iree-compile run."""
+    repeated dispatches). `fusion=False` leaves dispatch formation to IREE.
+    `strict`: see the module docstring. `timeout_s` bounds each iree-compile
+    run. `statistics`: read IREE's scheduling statistics of the formation
+    compiled (CompileResult.scheduled_dispatches)."""
     target = load_target(target) if isinstance(target, str) else target
-    options = Options(tuple(phase1_flags), tuple(phase2_flags), strict, timeout_s)
+    options = Options(tuple(phase1_flags), statistics, tuple(phase2_flags), strict, timeout_s)
     with one_context_per_compile(), tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
         program = source if isinstance(source, Program) else load_program(source)
         workdir = Path(dump_dir) if dump_dir else Path(tmp)
@@ -501,7 +527,7 @@ class OwnFormation:
             source,
             self.target,
             self.workdir,
-            self.options.phase1_flags,
+            phase1_flags(self.options, self.workdir),
             self.options.timeout_s,
         )
 
@@ -514,7 +540,8 @@ class OwnFormation:
                 self.failed = True
                 return None
             c = Compilation(self.program, self.target, self.workdir, self.options)
-            c.phase1_program, c.sources = self.program, sources
+            c.phase1_program = self.program
+            set_sources(c, sources)
             advance(c, "dispatches", "strategies")
             self.done = c
         return self.done
@@ -564,6 +591,7 @@ class Compilation:
     plan: "fusion_pkg.FusionPlan | None" = None
     phase1_program: Program | None = None  # the program with groups outlined
     sources: Path | None = None  # phase 1's executable sources
+    scheduled_dispatches: int | None = None  # per call, IREE's statistics (Options.statistics)
     stage_log: list[str] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
     choices: list[Choice] = field(default_factory=list)
@@ -586,13 +614,23 @@ def fusion_stage(c: Compilation) -> None:
 
 
 def phase1_stage(c: Compilation) -> None:
-    c.sources = phase1_executable_sources(
-        phase1_input(c.phase1_program, c.target, c.workdir),
-        c.target,
-        c.workdir,
-        c.options.phase1_flags,
-        c.options.timeout_s,
+    set_sources(
+        c,
+        phase1_executable_sources(
+            phase1_input(c.phase1_program, c.target, c.workdir),
+            c.target,
+            c.workdir,
+            phase1_flags(c.options, c.workdir),
+            c.options.timeout_s,
+        ),
     )
+
+
+def set_sources(c: Compilation, sources: Path) -> None:
+    """Phase 1's output, and the statistics it wrote beside it."""
+    c.sources = sources
+    if c.options.statistics:
+        c.scheduled_dispatches = scheduled_dispatches(c.workdir / STATISTICS)
 
 
 def dispatch_stage(c: Compilation) -> None:
@@ -701,6 +739,7 @@ def run_stages(c: Compilation, first: str = STAGES[0][0]) -> CompileResult:
         c.plan,
         notes=list(c.notes),
         sources=c.sources,
+        scheduled_dispatches=c.scheduled_dispatches,
         log=c.stage_log,
         compilation=c,
     )

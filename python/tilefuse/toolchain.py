@@ -1,8 +1,10 @@
 """Run IREE's bundled iree-compile and iree-opt and turn their failures into TilefuseErrors."""
 
+import json
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from iree.compiler.tools.binaries import find_tool
 
@@ -92,3 +94,18 @@ def first_error(stderr: str) -> str:
 def mentions(output: str, name: str) -> bool:
     """IREE's output names the symbol `name` (a dispatch), as a whole word."""
     return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", output) is not None
+
+
+def statistics_flags(path: Path) -> tuple[str, ...]:
+    """iree-compile flags that write its scheduling statistics to `path` (JSON)."""
+    return (
+        "--iree-scheduling-dump-statistics-format=json",
+        f"--iree-scheduling-dump-statistics-file={path}",
+    )
+
+
+def scheduled_dispatches(path: Path) -> int:
+    """Dispatches IREE scheduled per call (its own statistics, not our reading
+    of the IR), from the statistics file `path` (statistics_flags)."""
+    stats = json.loads(path.read_text())
+    return stats["stream-aggregate"]["execution"]["dispatch-count"]

@@ -66,26 +66,21 @@ _CONFIG = None
 
 
 def compile_iree(mlir: Path, workdir: Path) -> tuple[bytes, int]:
-    from tilefuse.bench.measure import dispatch_count, stats_flags
     from tilefuse.targets import load_target
-    from tilefuse.toolchain import iree_compile
+    from tilefuse.toolchain import iree_compile, scheduled_dispatches, statistics_flags
 
     target = load_target(TARGET)
     out, stats = workdir / "iree.vmfb", workdir / "iree-statistics.json"
-    args = [str(mlir), *target.compile_flags, *stats_flags(stats), "-o", str(out)]
+    args = [str(mlir), *target.compile_flags, *statistics_flags(stats), "-o", str(out)]
     iree_compile(args, "iree-compile", PHASE_TIMEOUT_S)
-    return out.read_bytes(), dispatch_count(stats)
+    return out.read_bytes(), scheduled_dispatches(stats)
 
 
 def compile_tilefuse(mlir: Path, workdir: Path):
     from tilefuse import compile_program
-    from tilefuse.bench.measure import dispatch_count, stats_flags
 
-    stats = workdir / "tilefuse-statistics.json"
-    result = compile_program(
-        mlir, TARGET, phase1_flags=stats_flags(stats), timeout_s=PHASE_TIMEOUT_S
-    )
-    return result, dispatch_count(stats) if stats.is_file() else None
+    result = compile_program(mlir, TARGET, timeout_s=PHASE_TIMEOUT_S, statistics=True)
+    return result, result.scheduled_dispatches
 
 
 def call(vmfb: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:

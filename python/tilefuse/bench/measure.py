@@ -6,7 +6,6 @@ device in both). Everything a figure is computed from is kept in the work
 directory: executable sources, scheduling statistics, PTX.
 """
 
-import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -20,27 +19,16 @@ from ..frontend import Program
 from ..kernel import ptx
 from ..runtime import CompiledModule, open_device
 from ..targets import Target, load_target, target_names
-from ..toolchain import iree_compile
+from ..toolchain import iree_compile, scheduled_dispatches, statistics_flags
 from .costmodel import ProgramCosts, program_costs
 from .gpus import occupancy, sm_limits
 
-STATS_FLAGS = ("--iree-scheduling-dump-statistics-format=json",)
 # Lavapipe's fence waits return on a ~4 ms grid, coarser than many kernels.
 # Timing modules repeat every dispatch N times inside one command buffer
 # (with barriers between), so one call's wait is shared by N runs of each
 # kernel; time per call / N is the kernels' time. N shrinks for models that
 # move much memory (run.timing_repeat): their calls are long already.
 REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
-
-
-def stats_flags(path: Path) -> tuple[str, ...]:
-    return (*STATS_FLAGS, f"--iree-scheduling-dump-statistics-file={path}")
-
-
-def dispatch_count(stats_path: Path) -> int:
-    """Dispatches IREE scheduled (its own statistics, not our reading of the IR)."""
-    stats = json.loads(stats_path.read_text())
-    return stats["stream-aggregate"]["execution"]["dispatch-count"]
 
 
 @dataclass
@@ -84,18 +72,17 @@ def compile_tilefuse(
 ) -> CompilerRun:
     """`repeat` > 1 also builds a timing module with every dispatch repeated."""
     workdir.mkdir(parents=True, exist_ok=True)
-    stats = workdir / "statistics.json"
     start = time.perf_counter()
     result = compile_program(
         program,
         target,
         dump_dir=workdir,
-        phase1_flags=stats_flags(stats),
         fusion=fusion,
         phase2_flags=intermediates_flags(workdir, target),
+        statistics=True,
     )
     seconds = time.perf_counter() - start
-    count = dispatch_count(stats)
+    count = result.scheduled_dispatches
     timing = result.vmfb
     if repeat > 1:
         # Only phase 2 (and 3) depend on the flag: reuse the fusion plan,
@@ -120,7 +107,7 @@ def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 
     source = phase1_input(program, target, workdir)
     stats = workdir / "statistics.json"
     out = workdir / "module.vmfb"
-    args = [str(source), *target.compile_flags, *stats_flags(stats), "-o", str(out)]
+    args = [str(source), *target.compile_flags, *statistics_flags(stats), "-o", str(out)]
     if target.backend == "cuda":
         args.append(f"--iree-hal-dump-executable-binaries-to={workdir / 'binaries'}")
         args += intermediates_flags(workdir, target)
@@ -129,7 +116,7 @@ def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 
     seconds = time.perf_counter() - start
     # Bytes come from the same executable sources tilefuse reads (not timed).
     sources = phase1_executable_sources(source, target, workdir)
-    count = dispatch_count(stats)
+    count = scheduled_dispatches(stats)
     timing = out.read_bytes()
     if repeat > 1:
         timed = workdir / "timing.vmfb"
