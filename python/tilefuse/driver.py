@@ -467,11 +467,8 @@ def compile_fused(
                 attempt_dir.mkdir(parents=True, exist_ok=True)
                 c = Compilation(program, target, attempt_dir, options, attempt)
                 advance(c, STAGES[0][0], "strategies")
-                mine = own.compilation()
-                why = formation_refusal(c, mine) if mine is not None else None
-                if why:
-                    result = run_stages(mine, "phase2")
-                    result.notes.insert(0, f"fusion plan not used, IREE's dispatches kept: {why}")
+                result = _own_formation_if_better(c, own)
+                if result is not None:
                     return result
                 result = run_stages(c, "phase2")
             except Exception as e:
@@ -501,6 +498,24 @@ def compile_fused(
         else:
             result = run_stages(mine, "phase2")
     result.notes.insert(0, f"FALLBACK: fusion groups dropped, IREE formed the dispatches: {why}")
+    return result
+
+
+def _own_formation_if_better(c: "Compilation", own: "OwnFormation") -> CompileResult | None:
+    """IREE's own formation compiled, when formation_refusal prefers it to the
+    plan in `c` (run to its strategies); None to go on with the plan, also
+    when IREE's formation fails to compile (the plan may avoid what fails)."""
+    mine = own.compilation()
+    why = formation_refusal(c, mine) if mine is not None else None
+    if not why:
+        return None
+    try:
+        result = run_stages(mine, "phase2")
+    except TilefuseError as e:
+        error = str(e).replace(f"{mine.workdir}/", "")
+        c.stage_log.append(f"formation: the plan kept: {why}, but IREE's fails: {error}")
+        return None
+    result.notes.insert(0, f"fusion plan not used, IREE's dispatches kept: {why}")
     return result
 
 

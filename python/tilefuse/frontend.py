@@ -61,7 +61,11 @@ def load_program(source: str | Path | bytes) -> Program:
     else:
         data, name = source.encode(), "<string>"
 
-    data = _from_jax_export(data, name)
+    exported = _from_jax_export(data, name)
+    if exported is not data:
+        # iree-compile cannot read what jax.export serialized: phase 1 reads
+        # the StableHLO text instead (driver.phase1_input).
+        data, path = exported, None
     ctx = context()
     if data.startswith(BYTECODE_MAGIC):
         asm: str | bytes = data
