@@ -20,6 +20,7 @@ import tilefuse
 from conftest import cpu_hypothesis
 from hypothesis import given
 from hypothesis import strategies as st
+from iree.compiler import ir
 from rowcases import check_normalization, check_reduction, inputs, program, reference, row_reduce
 from support import filecheck, kernel_ops
 from tilefuse.runtime import CompiledModule
@@ -111,16 +112,30 @@ def kernel_of(kind, rows, n, tmp_path):
     return kernel, report
 
 
+def _elements(ops, name, operand=None) -> int:
+    """Elements per lane that the `name` ops (vector.transfer_read: results;
+    else the operand at `operand`) move, over all of them."""
+    total = 0
+    for op in ops:
+        if op.name == name:
+            value = op.results[0] if operand is None else op.operands[operand]
+            total += ir.VectorType(value.type).shape[0]
+    return total
+
+
 def test_ir_softmax_row_in_registers(tmp_path):
     """softmax 256x1000 on lavapipe: 128 rows per [8, 128, 1] workgroup, each
-    row one 8-lane subgroup. The row is read once, as 31 coalesced 4-vectors
-    per lane and one element of the tail; the max, then exp(x - max) and its
-    sum, fold them in registers and end in xor-shuffle butterflies (two per
-    reduction: the chunks', then the tail's, whose result every lane holds);
-    the root divides the exp values it already has and writes each vector
-    once. No loop, no barrier, no workgroup memory."""
+    row one 8-lane subgroup. 31 chunks of 8 lanes x 4 would unroll past
+    MAX_UNROLLED_CHUNKS, so each lane takes 31 4-vectors in one chunk of 992
+    (124 elements, contiguous) and one element of the tail. The row is read
+    once; the max, then exp(x - max) and its sum, fold it in registers and end
+    in xor-shuffle butterflies (two per reduction: the chunk's, then the
+    tail's, whose result every lane holds); the root divides the exp values it
+    already has and writes each element once. No loop, no barrier, no
+    workgroup memory."""
     kernel, report = kernel_of("softmax", 256, 1000, tmp_path)
-    assert "31 chunks of 32 unrolled and a tail of 8 (1 per lane)" in report.reason
+    assert "one chunk of 992 and a tail of 8 (1 per lane)" in report.reason, report.reason
+    assert "vector=124 chunk=992 chunks=1 tail=8" in report.params, report.params
     filecheck(
         kernel,
         """
@@ -128,15 +143,16 @@ CHECK: func.func @main_dispatch_0
 CHECK-SAME: workgroup_size = [8, 128, 1] subgroup_size = 8
 CHECK-NOT: memref.alloc
 CHECK-NOT: gpu.barrier
-CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<4xf32>
-CHECK: arith.maximumf {{.*}} : vector<4xf32>
+CHECK: vector.transfer_read {{.*}}#hal.descriptor_type<storage_buffer>>, vector<124xf32>
+CHECK: vector.reduction <maximumf>, {{.*}} : vector<124xf32> into f32
 CHECK: gpu.shuffle xor
 CHECK: gpu.shuffle xor
 CHECK: gpu.shuffle xor
-CHECK: math.exp {{.*}} : vector<4xf32>
+CHECK: math.exp {{.*}} : vector<124xf32>
+CHECK: vector.reduction <add>, {{.*}} : vector<124xf32> into f32
 CHECK: gpu.shuffle xor
-CHECK: arith.divf {{.*}} : vector<4xf32>
-CHECK: vector.transfer_write {{.*}} : vector<4xf32>, {{.*}}#hal.descriptor_type<storage_buffer>>
+CHECK: arith.divf {{.*}} : vector<124xf32>
+CHECK: vector.transfer_write {{.*}} : vector<124xf32>, {{.*}}#hal.descriptor_type<storage_buffer>>
 CHECK-NOT: gpu.barrier
 CHECK: return
 """,
@@ -148,29 +164,28 @@ CHECK: return
         assert absent not in names, absent
     # Two butterflies of 3 steps for each of the two reductions.
     assert names.count("gpu.shuffle") == 12
-    reads = [op for op in ops if op.name == "vector.transfer_read"]
-    writes = [op for op in ops if op.name == "vector.transfer_write"]
-    # Each element once: 31 vectors of 4 and 1 element of the tail per lane.
-    assert sorted(str(op.results[0].type) for op in reads) == sorted(
-        ["vector<4xf32>"] * 31 + ["vector<1xf32>"]
-    )
-    assert sorted(str(op.operands[0].type) for op in writes) == sorted(
-        ["vector<4xf32>"] * 31 + ["vector<1xf32>"]
-    )
-    # exp once per element: 31 4-vectors and the tail's element.
-    assert names.count("math.exp") == 32
+    # Each element of a lane's 125 once: read, exp'd and written.
+    assert _elements(ops, "vector.transfer_read") == 125
+    assert _elements(ops, "vector.transfer_write", operand=0) == 125
+    assert _elements(ops, "math.exp", operand=0) == 125
 
 
 def test_ir_layernorm_without_tail(tmp_path):
-    """layernorm 128x768: 24 chunks of 32 and no tail, so one butterfly per
-    reduction (mean, then variance)."""
+    """layernorm 128x768: 24 chunks of 32 would unroll past
+    MAX_UNROLLED_CHUNKS, so each lane takes 3 4-vectors per chunk: 8 chunks
+    of 96 and no tail, so one butterfly per reduction (mean, then variance);
+    each element written once. (The row is read once per phase here, 3 x 96
+    elements per lane, as it was with 24 chunks of 4-vectors: CSE does not
+    merge these reads as it does softmax's.)"""
     kernel, report = kernel_of("layernorm", 128, 768, tmp_path)
-    assert "24 chunks of 32 unrolled" in report.reason and "tail" not in report.reason
+    assert "8 chunks of 96 unrolled" in report.reason and "tail" not in report.reason
     ops, _module = kernel_ops(kernel)
     names = [op.name for op in ops]
     assert names.count("gpu.shuffle") == 6
     for absent in ("memref.alloc", "gpu.barrier", "scf.for"):
         assert absent not in names, absent
+    assert _elements(ops, "vector.transfer_read") == 3 * 96
+    assert _elements(ops, "vector.transfer_write", operand=0) == 96
 
 
 def test_tail_accesses_get_their_own_binding_alias(tmp_path):

@@ -30,7 +30,15 @@ When it applies (else the row kernel or the chunked softmax kernel does):
     integer keys before planning anyway, hlo/minmax.py).
 
 V is a 128-bit vector of the widest element (at most 4 on SPIR-V), halved
-until T*V <= N. R rows share a workgroup [T, R, 1] (R dividing the row count,
+until T*V <= N. A normalization unrolls at most MAX_UNROLLED_CHUNKS chunks:
+past that, each lane takes k such vectors per chunk (k the smallest divisor
+of the chunks that brings them under the bound, so the ragged tail is
+unchanged), because warp distribution's time grows faster than linearly
+with the unrolled code (docs/findings.md, 'Unrolled chunks and compile
+time').
+Only lavapipe's 128 elements per lane reach it (GPUs keep 32, at most 8
+chunks); bf16 keeps its vector (IREE's SPIR-V bf16 emulation fails on wider
+ones, pipelines/vulkan.toml). R rows share a workgroup [T, R, 1] (R dividing the row count,
 R*T up to the target's packed_row_threads): the rows do not synchronize, so
 packing costs nothing and saves workgroups (measured in docs/findings.md,
 'Rows per workgroup').
@@ -45,6 +53,9 @@ from ..targets import Target
 from . import attrs, row_reduction, row_roots
 from .contract import PASS, SKIP, Launch, Strategy
 from .sizes import packed_rows
+
+# Chunks a row normalization unrolls, at most (its lanes' vectors widen past it).
+MAX_UNROLLED_CHUNKS = 8
 
 
 @dataclass(frozen=True)
@@ -69,11 +80,21 @@ class RowWarpParams(row_roots.RowParams):
         return self.elementwise_root and self.chunks > 1
 
 
-def _vector(bits: int, d: Dispatch, n: int, threads: int, target: Target) -> int:
+def _vector(
+    bits: int, d: Dispatch, n: int, threads: int, target: Target, normalization: bool
+) -> int:
     bf16 = any(o.element_type == "bf16" for o in d.inputs)
     vector = target.vector_elements(bits, bf16, native=True)
     while vector > 1 and threads * vector > n:
         vector //= 2
+    chunks = n // (threads * vector)
+    if normalization and not bf16 and chunks > MAX_UNROLLED_CHUNKS:
+        # k whole vectors per lane and chunk, k dividing the chunks: the
+        # ragged tail stays what it was (less than one native chunk).
+        k = next(
+            k for k in range(2, chunks + 1) if not chunks % k and chunks // k <= MAX_UNROLLED_CHUNKS
+        )
+        vector *= k
     return vector
 
 
@@ -118,7 +139,7 @@ def plan(d: Dispatch, target: Target) -> tuple[RowWarpParams | None, str]:
         return None, (
             f"{n // threads} elements per lane > the target's {budget} (row_register_elements)"
         )
-    vector = _vector(row_roots.widest_bits(d), d, n, threads, target)
+    vector = _vector(row_roots.widest_bits(d), d, n, threads, target, normalization)
     chunk = threads * vector
     chunks = n // chunk
     most = row_reduction.VECTORS_PER_THREAD
@@ -148,7 +169,7 @@ def plan(d: Dispatch, target: Target) -> tuple[RowWarpParams | None, str]:
     packing = f", {per_wg} rows per workgroup" if per_wg > 1 else ""
     if normalization:
         what = f"{reductions} reductions then the root, row of {n} in registers"
-        loops = f"{chunks} chunks of {chunk} unrolled"
+        loops = f"{chunks} chunks of {chunk} unrolled" if chunks > 1 else f"one chunk of {chunk}"
     else:
         what = f"{row_roots.COMBINERS[d.combiners[0]]}-reduction of rows of {n}"
         loops = f"{chunks} chunks of {chunk}"
