@@ -506,7 +506,10 @@ def _own_formation_if_better(c: "Compilation", own: "OwnFormation") -> CompileRe
     plan in `c` (run to its strategies); None to go on with the plan, also
     when IREE's formation fails to compile (the plan may avoid what fails)."""
     mine = own.compilation()
-    why = formation_refusal(c, mine) if mine is not None else None
+    if mine is None:
+        c.stage_log.append(f"formation: not compared with IREE's: {own.failed}")
+        return None
+    why = formation_refusal(c, mine)
     if not why:
         return None
     try:
@@ -532,7 +535,7 @@ class OwnFormation:
     options: Options
     future: Future | None = None
     done: "Compilation | None" = None
-    failed: bool = False
+    failed: str | None = None  # why there is no `done`
 
     def start(self, pool: ThreadPoolExecutor) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -547,18 +550,20 @@ class OwnFormation:
         )
 
     def compilation(self) -> "Compilation | None":
-        """Its stages run to the strategies; None if IREE's phase 1 failed."""
-        if self.done is None and not self.failed:
+        """Its stages run to the strategies; None if they failed (`failed`
+        says why: IREE cannot compile the program itself, or reading its
+        dispatches failed), and the plan goes on without the comparison."""
+        if self.done is None and self.failed is None:
             try:
-                sources = self.future.result()
-            except TilefuseError:
-                self.failed = True
-                return None
-            c = Compilation(self.program, self.target, self.workdir, self.options)
-            c.phase1_program = self.program
-            set_sources(c, sources)
-            advance(c, "dispatches", "strategies")
-            self.done = c
+                c = Compilation(self.program, self.target, self.workdir, self.options)
+                c.phase1_program = self.program
+                set_sources(c, self.future.result())
+                advance(c, "dispatches", "strategies")
+                self.done = c
+            # Whatever fails here (IREE's phase 1, a reader's internal error)
+            # costs only the comparison: the caller logs why and goes on.
+            except Exception as e:  # noqa: BLE001
+                self.failed = _describe(e).replace(f"{self.workdir}/", "")
         return self.done
 
 
