@@ -132,10 +132,10 @@ SOFTMAX_ROWS = """func.func @main(%x: tensor<4xNxf32>) -> tensor<4xNxf32> {
 @pytest.mark.parametrize(
     "n, checks",
     [
-        # Ragged rows of 1000 (31 chunks of 32, a tail of 8): every optional
+        # Ragged rows of 520 (8 chunks of 64, a tail of 8): every optional
         # step runs, each a copy carrying the dispatch's name.
         (
-            1000,
+            520,
             """
 CHECK: transform.named_sequence @tilefuse_row_warp__[[D:main_dispatch_0[a-z0-9_]*]](
 CHECK: transform.include @row_warp_split_rows__[[D]] failures(propagate)
@@ -144,9 +144,9 @@ CHECK: transform.include @row_warp_peel_root__[[D]] failures(propagate)
 CHECK: transform.include @row_warp_unroll__[[D]] failures(propagate)
 CHECK: transform.include @row_warp_unroll__[[D]] failures(propagate)
 CHECK-DAG: transform.named_sequence @row_warp_split_rows__[[D]](
-CHECK-DAG: transform.structured.split {{.*}} after 992
+CHECK-DAG: transform.structured.split {{.*}} after 512
 CHECK-DAG: transform.named_sequence @row_warp_unroll__[[D]](
-CHECK-DAG: factor = 31
+CHECK-DAG: factor = 8
 """,
         ),
         # Rows of 64 the 32-element chunk divides: no tail, so the split and
