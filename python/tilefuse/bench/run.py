@@ -309,6 +309,8 @@ def bench(
     for row_sum_f32 after one lavapipe run), which would skew the compile
     times."""
     paths = resolve_models(models, options.small)
+    runs = _runs_here(load_target(options.target), options)
+    steps = len(paths) * (2 if runs else 1)  # a compile, then a run, per model
     compiled = []
     with tempfile.TemporaryDirectory(prefix="tilefuse-bench-") as tmp:
         root = options.workdir or Path(tmp)
@@ -316,7 +318,7 @@ def bench(
 
             def step(what, i=i, path=path):
                 if progress:
-                    progress(i, 2 * len(paths), path.stem, what)
+                    progress(i, steps, path.stem, what)
 
             try:
                 compiled.append(compile_model(path, options, root / path.stem, step))
@@ -325,14 +327,14 @@ def bench(
                     raise
                 if skipped is not None:
                     skipped.append((path.stem, str(e).replace(f"{root}/", "")))
-        if _runs_here(load_target(options.target), options):
+        if runs:
             for i, result in enumerate(compiled):
 
                 def step(what, i=i, result=result):
                     if progress:
-                        progress(len(paths) + i, 2 * len(paths), result.name, what)
+                        progress(len(paths) + i, steps, result.name, what)
 
                 run_model(result, options, step)
         if progress:
-            progress(2 * len(paths), 2 * len(paths), "", "done")
+            progress(steps, steps, "", "done")
     return compiled
