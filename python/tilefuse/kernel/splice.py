@@ -18,9 +18,11 @@ DISPATCH_CONFIG = "iree_codegen.dispatch_config"
 
 
 def strategy_executables(sources: str, names: set[str]) -> str:
-    """The executable sources reduced to the hal.executables that export a
-    dispatch of `names` (what phase 2 translates); the host code and every
-    other executable are left out."""
+    """The executable sources reduced to the dispatches of `names` (what
+    phase 2 translates): the host code, every other executable, and any other
+    export and function of theirs are left out (IREE's own codegen must not
+    run there: it would fail on a named op the strategies' pass does not
+    take)."""
     ctx = context()
     module = ir.Module.parse(sources, ctx)
     for op in list(module.body.operations):
@@ -28,6 +30,14 @@ def strategy_executables(sources: str, names: set[str]) -> str:
         exports = {symbol_name(e) for e in walk(op) if e.name == EXPORT}
         if op.name != "hal.executable" or not exports & names:
             op.erase()
+            continue
+        others = [
+            inner
+            for inner in walk(op)
+            if inner.name in (EXPORT, "func.func") and symbol_name(inner) not in names
+        ]
+        for inner in others:  # collected first: erasing would upset the walk
+            inner.erase()
     return module.operation.get_asm(enable_debug_info=True)
 
 
