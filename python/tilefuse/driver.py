@@ -82,7 +82,8 @@ class CompileResult:
     reports: list[DispatchReport]
     library: str
     fusion: "fusion_pkg.FusionPlan | None" = None  # None: IREE's own dispatch formation
-    # Program-level fallbacks (groups left to IREE, fusion or phase 3 dropped).
+    # Program-level notes (groups left to IREE, fusion dropped, IREE's dispatches
+    # kept, phase 3 failed).
     notes: list[str] = field(default_factory=list)
     sources: Path | None = None  # phase 1's executable sources (gone unless dump_dir)
     # Dispatches one call issues, from IREE's scheduling statistics

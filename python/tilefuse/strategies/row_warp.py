@@ -225,7 +225,7 @@ STRATEGY = Strategy(
     attributes=attributes,
     steps=steps,
     # On SPIR-V the tail's one element per lane would make IREE read the
-    # whole binding as scalars; the driver moves such accesses onto an alias
-    # of the binding and recompiles the finished kernel (driver.alias_stage).
+    # whole binding as scalars; between phase 2 and 3 the driver moves such
+    # accesses onto an alias of the binding (driver.alias_kernels).
     alias_narrow_accesses=True,
 )
