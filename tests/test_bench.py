@@ -195,7 +195,7 @@ def test_bench_vulkan_report(tmp_path, root):
     proc = subprocess.run(
         [sys.executable, "-m", "tilefuse.cli", "bench", str(root / "samples"),
          "--target", "vulkan", "--small", "--repeats", "3", "--warmup", "1",
-         "--dispatch-repeat", "4",
+         "--dispatch-repeat", "4", "--compile-timings", "1",
          "--report", str(out), "--json", str(tmp_path / "bench.json")],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
@@ -216,7 +216,8 @@ def test_bench_vulkan_report(tmp_path, root):
 def test_bench_cuda_report(tmp_path, root):
     proc = subprocess.run(
         [sys.executable, "-m", "tilefuse.cli", "bench", str(root / "samples"), "--small",
-         "--target", "cuda", "--report", str(tmp_path), "--json", str(tmp_path / "b.json")],
+         "--target", "cuda", "--compile-timings", "1",
+         "--report", str(tmp_path), "--json", str(tmp_path / "b.json")],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

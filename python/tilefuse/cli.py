@@ -187,6 +187,7 @@ def cmd_bench(args) -> None:
         workdir=Path(args.work_dir) if args.work_dir else None,
         run=not args.no_run,
         keep_going=args.keep_going,
+        compile_timings=args.compile_timings,
     )
     skipped: list[tuple[str, str]] = []
     results = bench(args.models, options, progress=ProgressBar(), skipped=skipped)
@@ -286,6 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=200,
         help="at most N runs of every dispatch per timed call, as many as move about "
         "1 GiB (amortizes lavapipe's ~4 ms wait granularity)",
+    )
+    b.add_argument(
+        "--compile-timings",
+        type=int,
+        default=2,
+        help="compiles per model and compiler; the fastest is its compile time",
     )
     b.add_argument("--no-fusion", action="store_true", help="tilefuse without its fusion planner")
     b.add_argument(

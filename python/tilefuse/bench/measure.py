@@ -30,9 +30,9 @@ from .gpus import occupancy, sm_limits
 # kernel; time per call / N is the kernels' time. N shrinks for models that
 # move much memory (run.timing_repeat): their calls are long already.
 REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
-# Each compiler compiles each model this many times; its compile time is the
-# fastest (a single compile of a sub-second program moved by +-30% on the
-# 2-core VM, and the first in a process pays one-time costs).
+# Each compiler compiles each model this many times by default; its compile
+# time is the fastest (a single compile of a sub-second program moved by
+# +-30% on the 2-core VM, and the first in a process pays one-time costs).
 COMPILE_TIMINGS = 2
 
 
@@ -73,12 +73,18 @@ def _checked_costs(sources: Path, count: int, what: str) -> ProgramCosts:
 
 
 def compile_tilefuse(
-    program: Program, target: Target, workdir: Path, fusion: bool = True, repeat: int = 0
+    program: Program,
+    target: Target,
+    workdir: Path,
+    fusion: bool = True,
+    repeat: int = 0,
+    timings: int = COMPILE_TIMINGS,
 ) -> CompilerRun:
-    """`repeat` > 1 also builds a timing module with every dispatch repeated."""
+    """`repeat` > 1 also builds a timing module with every dispatch repeated;
+    the compile time is the fastest of `timings` compiles."""
     workdir.mkdir(parents=True, exist_ok=True)
     seconds = math.inf
-    for _ in range(COMPILE_TIMINGS):
+    for _ in range(timings):
         start = time.perf_counter()
         result = compile_program(
             program,
@@ -107,7 +113,13 @@ def compile_tilefuse(
     )
 
 
-def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 0) -> CompilerRun:
+def compile_iree(
+    program: Program,
+    target: Target,
+    workdir: Path,
+    repeat: int = 0,
+    timings: int = COMPILE_TIMINGS,
+) -> CompilerRun:
     """Plain iree-compile, timed from the input file to the .vmfb; `repeat` > 1
     also builds a timing module with every dispatch repeated."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +131,7 @@ def compile_iree(program: Program, target: Target, workdir: Path, repeat: int = 
         args.append(f"--iree-hal-dump-executable-binaries-to={workdir / 'binaries'}")
         args += intermediates_flags(workdir, target)
     seconds = math.inf
-    for _ in range(COMPILE_TIMINGS):
+    for _ in range(timings):
         start = time.perf_counter()
         iree_compile(args, "baseline iree-compile")
         seconds = min(seconds, time.perf_counter() - start)

@@ -23,6 +23,7 @@ from ..targets import Target, load_target
 from .costmodel import io_floor
 from .gpus import gpu_names, load_gpu, program_seconds
 from .measure import (
+    COMPILE_TIMINGS,
     CompilerRun,
     KernelStats,
     compile_iree,
@@ -51,6 +52,7 @@ class BenchOptions:
     workdir: Path | None = None  # keep every intermediate file here
     run: bool = True  # False: compile and count only (dispatches, bytes), run nothing
     keep_going: bool = False  # a model that does not compile is skipped, not an error
+    compile_timings: int = COMPILE_TIMINGS  # compiles per model and compiler (the fastest counts)
 
 
 @dataclass
@@ -235,13 +237,14 @@ def compile_model(path: Path, options: BenchOptions, workdir: Path, progress) ->
     # Nothing runs on CUDA here, nor with run=False: no timing modules then.
     repeat = timing_repeat(floor, options.dispatch_repeat) if _runs_here(target, options) else 0
     progress("compiling with tilefuse")
+    timings = options.compile_timings
     runs = {
         "tilefuse": compile_tilefuse(
-            program, target, workdir / "tilefuse", fusion=options.fusion, repeat=repeat
+            program, target, workdir / "tilefuse", options.fusion, repeat, timings
         )
     }
     progress("compiling with iree-compile")
-    runs["iree"] = compile_iree(program, target, workdir / "iree", repeat=repeat)
+    runs["iree"] = compile_iree(program, target, workdir / "iree", repeat, timings)
     result = ModelResult(
         name=path.stem,
         source=str(path),
@@ -290,8 +293,9 @@ def _cuda_kernels(
         if other.name == target.name:
             continue
         sub = workdir / other.name
-        compile_tilefuse(program, other, sub / "tilefuse", fusion=fusion)
-        compile_iree(program, other, sub / "iree")
+        # For their kernels only: compiled once each, not timed.
+        compile_tilefuse(program, other, sub / "tilefuse", fusion=fusion, timings=1)
+        compile_iree(program, other, sub / "iree", timings=1)
         for compiler in COMPILERS:
             result.kernels[compiler] += kernel_stats(sub / compiler, other)
 
