@@ -203,8 +203,8 @@ def choose_strategies(
     return choices
 
 
-def write_library(choices: list[Choice], workdir: Path, name: str = "dispatch_table") -> Path:
-    path = workdir / f"{name}.mlir"
+def write_library(choices: list[Choice], workdir: Path) -> Path:
+    path = workdir / "dispatch_table.mlir"
     path.write_text(build_library(choices))
     return path
 
