@@ -43,6 +43,7 @@ from .groups import (
 from .rules import EDGE_RULES, siblings
 from .safety import duplicated, outputs_of, unsafe_duplication
 
+KERNEL_LOST = "the softmax kernel takes each part, not both together ({why})"
 GROUPED_CLASSES = ("elementwise", "index", "reduce", "contraction", "gather")
 # Index-only ops IREE turns into metadata changes (no kernel) when alone.
 NO_KERNEL_ALONE = {"stablehlo.reshape"}
@@ -328,11 +329,39 @@ class FuncPlan:
         self.kinds.pop(gone)
         self.kinds[keep], _ = classify(self.graph, self.members[keep])
 
+    def kernel_lost(self, a: int, b: int) -> str | None:
+        """Why merging groups a and b would give a softmax-like group no
+        kernel takes when each part alone is one a kernel takes, or None.
+
+        Siblings share an input to read it once; two argmaxes of one row
+        merged are a group of two results the softmax kernel refuses, and
+        IREE's formation then makes three dispatches of what two kernels did."""
+        if not self.kernels.kernel_for("softmax-like"):
+            return None
+        merged = self.members[a] | self.members[b]
+        if classify(self.graph, merged)[0] != "softmax-like":
+            return None
+        why = self.kernels.refusal("softmax-like", self.graph, self.group(merged), self.target)
+        if why is None:
+            return None
+        for part in (self.members[a], self.members[b]):
+            kind = classify(self.graph, part)[0]
+            if kind == "softmax-like" and self.kernels.refusal(
+                "softmax-like", self.graph, self.group(part), self.target
+            ):
+                return None  # a part no kernel takes either: nothing is lost
+        return KERNEL_LOST.format(why=why)
+
+    def group(self, members: set[int]) -> Group:
+        return _describe(self.graph, sorted(members))
+
     def try_merge(self, rule: str, p: int, c: int) -> bool:
         a, b = self.group_of[p], self.group_of[c]
         if a == b:
             return False
         why = self.refusal(a, b)
+        if not why and rule == "siblings":
+            why = self.kernel_lost(a, b)
         if why:
             line = f"{rule}: op {p} -> op {c} not fused: {why}"
             if line not in self.log:

@@ -2,6 +2,7 @@
 
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
+    unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
     scalars.py    reductions to a scalar as reductions of rows
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..targets import Target
-from . import argminmax, broadcasts, minmax, scalars
+from . import argminmax, broadcasts, minmax, scalars, unit_reduces
 from .normalize import normalize
 
 
@@ -29,11 +30,13 @@ class FunctionRewrite:
 
 
 # In this order: broadcast chains first, so that every later rewrite and the
-# planner see a reduction's result broadcast directly; a float max to a
+# planner see a reduction's result broadcast directly; reductions that reduce
+# nothing are gone before any rewrite counts reductions; a float max to a
 # scalar (scalars) is split as the integer max of its keys (minmax), decoded
 # once at the end.
 FUNCTION_REWRITES = (
     FunctionRewrite("broadcasts", lambda t: True, broadcasts.rewrite_function),
+    FunctionRewrite("unit_reduces", lambda t: True, unit_reduces.rewrite_function),
     FunctionRewrite("argminmax", lambda t: t.is_gpu, argminmax.rewrite_function),
     FunctionRewrite(
         "minmax", lambda t: t.is_gpu and t.float_minmax_as_keys, minmax.rewrite_function

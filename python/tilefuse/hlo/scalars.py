@@ -86,13 +86,26 @@ def _applies_to_arguments(op: ir.Operation, block: ir.Block) -> bool:
 def refusal(op: ir.Operation) -> tuple[str | None, str]:
     """(None, body op name) if `op`, a one-operand stablehlo.reduce, is a
     reduction to a scalar this module rewrites; else (why not, "")."""
-    x, init = op.operands
+    x = op.operands[0]
     shape = shape_of(x.type)
     dims = sorted(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
     if shape is None or dims != list(range(len(shape))):
         return "not a reduction over every dim", ""
     if math.prod(shape) < 2:
         return "fewer than two elements", ""
+    why, body = identity_body(op)
+    if why:
+        return why, ""
+    if steps(shape) is None:
+        return f"no split between two of its dims gives rows of {ROW_MIN} elements or more", ""
+    return None, body
+
+
+def identity_body(op: ir.Operation) -> tuple[str | None, str]:
+    """(None, body op name) if `op`, a one-operand stablehlo.reduce, combines
+    with one op of IDENTITIES and starts from that op's identity; else (why
+    not, "")."""
+    x, init = op.operands
     element = str(ir.ShapedType(x.type).element_type)
     if element not in FLOAT_TYPES and element not in INT_TYPES:
         return f"{element} values", ""
@@ -110,8 +123,6 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
         return f"{body[0].name} of {element} values", ""
     if splat_value(init) != identity:
         return f"its init is not the identity of {body[0].name} ({identity})", ""
-    if steps(shape) is None:
-        return f"no split between two of its dims gives rows of {ROW_MIN} elements or more", ""
     return None, body[0].name
 
 

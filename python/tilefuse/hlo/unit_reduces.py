@@ -1,0 +1,52 @@
+"""Reductions over dims of extent 1 as reshapes, before fusion planning.
+
+JAX's gradient of a broadcast sums over the broadcast dims, and where one had
+extent 1 (a bias kept as [1, N], a keepdims [M, 1]) that sum reduces nothing:
+
+    %g = stablehlo.reduce(%d init: 0) applies stablehlo.add
+           across dimensions = [0] : (tensor<1x64xf32>, tensor<f32>) -> tensor<64xf32>
+
+Each element is combined with the init alone, so when the init is the
+identity of the body's op the result is the operand, reshaped. Left as a
+reduce, it is a group of its own that no kernel takes (there is no row to
+split), and IREE makes it a dispatch; as a reshape it is metadata (IREE folds
+it into the loads of whatever reads it).
+
+Only a one-operand reduce whose body is one add, multiply, maximum, minimum,
+and or or of its two arguments, with that op's identity as init, is
+rewritten (scalars.identity_body decides); any other is left as it is.
+"""
+
+from iree.compiler import ir
+
+from ..frontend import location_text
+from .argminmax import function_reduces
+from .ops import shape_of
+from .scalars import identity_body
+
+
+def rewrite_function(func: ir.Operation) -> list[str]:
+    """Rewrite every reduce of `func` over extent-1 dims alone in place; one
+    log line per rewrite."""
+    log = []
+    for op in function_reduces(func, variadic=False):
+        shape = shape_of(op.operands[0].type)
+        dims = list(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+        if shape is None or not dims or any(shape[d] != 1 for d in dims):
+            continue
+        why, body = identity_body(op)
+        if why:
+            continue
+        reshape = ir.Operation.create(
+            "stablehlo.reshape",
+            results=[op.results[0].type],
+            operands=[op.operands[0]],
+            loc=op.location,
+            ip=ir.InsertionPoint(op),
+        )
+        op.results[0].replace_all_uses_with(reshape.results[0])
+        where = location_text(op.location)
+        op.erase()
+        name = body.removeprefix("stablehlo.")
+        log.append(f"{name}-reduction at {where} over dims of extent 1 rewritten as a reshape")
+    return log
