@@ -50,3 +50,17 @@ def test_plan_that_buys_kernels_is_kept(tmp_path):
     x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
     got = tilefuse.CompiledModule(result.vmfb, "vulkan").main(x)
     np.testing.assert_allclose(got, np.sum(x.astype(np.float64) ** 2), rtol=1e-5)
+
+
+def test_a_one_region_plan_is_not_compared(tmp_path):
+    """softmax_f32: one region and no op outside it. IREE's formation cannot
+    issue fewer than one dispatch, so its phase 1 is not run; the log says so.
+    A two-region plan (sum_of_squares_f32) is compared (its phase 1 ran)."""
+    one = tilefuse.compile_program(SAMPLES / "softmax_f32.mlir", "vulkan", dump_dir=tmp_path / "a")
+    assert "formation: not compared with IREE's: the plan has one region" in "\n".join(one.log)
+    assert not (tmp_path / "a" / "iree-formation" / "executable_sources.mlir").exists()
+    two = tilefuse.compile_program(
+        SAMPLES / "sum_of_squares_f32.mlir", "vulkan", dump_dir=tmp_path / "b"
+    )
+    assert not any("not compared" in line for line in two.log), two.log
+    assert (tmp_path / "b" / "iree-formation" / "executable_sources.mlir").is_file()

@@ -454,12 +454,12 @@ def compile_fused(
     too many retries, drops every group (IREE forms all dispatches).
 
     IREE's own dispatch formation is computed beside the plan (its phase 1
-    runs on another thread while the plan is made and compiled to executable
-    sources) and taken instead when it is better (formation_refusal): fusion
-    must not cost dispatches that no kernel gains."""
+    runs on another thread while the plan is compiled to executable sources)
+    and taken instead when it is better (formation_refusal): fusion must not
+    cost dispatches that no kernel gains. A plan it cannot beat
+    (formation_unneeded) is not compared."""
     own = OwnFormation(program, target, workdir / "iree-formation", options)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        own.start(pool)
         withheld: dict[str, str] = {}
         for retry in range(MAX_GROUP_RETRIES + 1):
             attempt = FusedAttempt(dict(withheld))
@@ -467,7 +467,12 @@ def compile_fused(
             try:
                 attempt_dir.mkdir(parents=True, exist_ok=True)
                 c = Compilation(program, target, attempt_dir, options, attempt)
-                advance(c, STAGES[0][0], "strategies")
+                advance(c, "fusion", "fusion")
+                if own.future is None and own.unneeded is None:
+                    own.unneeded = formation_unneeded(c.plan)
+                    if own.unneeded is None:
+                        own.start(pool)
+                advance(c, "phase1", "strategies")
                 result = _own_formation_if_better(c, own)
                 if result is not None:
                     return result
@@ -506,6 +511,9 @@ def _own_formation_if_better(c: "Compilation", own: "OwnFormation") -> CompileRe
     """IREE's own formation compiled, when formation_refusal prefers it to the
     plan in `c` (run to its strategies); None to go on with the plan, also
     when IREE's formation fails to compile (the plan may avoid what fails)."""
+    if own.unneeded:
+        c.stage_log.append(f"formation: not compared with IREE's: {own.unneeded}")
+        return None
     mine = own.compilation()
     if mine is None:
         c.stage_log.append(f"formation: not compared with IREE's: {own.failed}")
@@ -527,8 +535,9 @@ def _own_formation_if_better(c: "Compilation", own: "OwnFormation") -> CompileRe
 class OwnFormation:
     """IREE's own dispatch formation of a program: phase 1 without fusion
     groups, started on a thread of `pool` (the subprocess runs there; the MLIR
-    work stays on the caller's thread), then read and given strategies on
-    demand (`compilation`), once."""
+    work stays on the caller's thread) once the plan is known to need the
+    comparison, then read and given strategies on demand (`compilation`),
+    once; computed then if it was never started (all groups dropped)."""
 
     program: Program
     target: Target
@@ -537,18 +546,16 @@ class OwnFormation:
     future: Future | None = None
     done: "Compilation | None" = None
     failed: str | None = None  # why there is no `done`
+    unneeded: str | None = None  # why the plan is not compared with it
 
-    def start(self, pool: ThreadPoolExecutor) -> None:
+    def _phase1_args(self) -> tuple:
         self.workdir.mkdir(parents=True, exist_ok=True)
         source = phase1_input(self.program, self.target, self.workdir)
-        self.future = pool.submit(
-            phase1_executable_sources,
-            source,
-            self.target,
-            self.workdir,
-            phase1_flags(self.options, self.workdir),
-            self.options.timeout_s,
-        )
+        flags = phase1_flags(self.options, self.workdir)
+        return source, self.target, self.workdir, flags, self.options.timeout_s
+
+    def start(self, pool: ThreadPoolExecutor) -> None:
+        self.future = pool.submit(phase1_executable_sources, *self._phase1_args())
 
     def compilation(self) -> "Compilation | None":
         """Its stages run to the strategies; None if they failed (`failed`
@@ -556,9 +563,13 @@ class OwnFormation:
         dispatches failed), and the plan goes on without the comparison."""
         if self.done is None and self.failed is None:
             try:
+                if self.future is None:
+                    sources = phase1_executable_sources(*self._phase1_args())
+                else:
+                    sources = self.future.result()
                 c = Compilation(self.program, self.target, self.workdir, self.options)
                 c.phase1_program = self.program
-                set_sources(c, self.future.result())
+                set_sources(c, sources)
                 advance(c, "dispatches", "strategies")
                 self.done = c
             # Whatever fails here (IREE's phase 1, a reader's internal error)
@@ -566,6 +577,19 @@ class OwnFormation:
             except Exception as e:  # noqa: BLE001
                 self.failed = _describe(e).replace(f"{self.workdir}/", "")
         return self.done
+
+
+def formation_unneeded(plan: "fusion_pkg.FusionPlan | None") -> str | None:
+    """Why IREE's own formation cannot beat this plan, or None: a plan with
+    at most one region and no StableHLO op outside it issues at most one
+    dispatch, and IREE's formation issues no fewer for a program that
+    computes anything. (Most programs a test or a user compiles while
+    working on one kernel are such programs: this saves the second phase 1.)"""
+    if plan is None or plan.calls_defined_functions or plan.left_to_iree:
+        return None
+    if len(plan.outlined()) > 1:
+        return None
+    return "the plan has one region and no op outside it: IREE's formation cannot have fewer"
 
 
 def formation_refusal(fused: "Compilation", own: "Compilation") -> str | None:
