@@ -141,10 +141,11 @@ def test_narrow_kept_dim_puts_row_chunks_on_x(shape, dims):
     assert cuda.strategy == "column_reduction" and "row chunks" not in cuda.reason
 
 
-@pytest.mark.parametrize("shape", [(8191, 256), (1, 300)])
+@pytest.mark.parametrize("shape", [(8191, 256)])
 def test_unsplittable_lengths_fall_back_with_a_reason(shape):
-    """A prime reduced length above the workgroup's thread limit (or 1) has
-    no split: IREE's codegen runs it, and the report says why."""
+    """A prime reduced length above the workgroup's thread limit has no
+    split: IREE's codegen runs it, and the report says why. (A reduced
+    length of 1 is a reshape before planning: hlo/unit_reduces.py.)"""
     module = tilefuse.compile(reduce_program(shape, [0], "f32", "add"), target="vulkan")
     (report,) = module.reports
     assert report.status == "fallback" and "no divisor" in report.reason

@@ -44,14 +44,13 @@ def test_nan_propagates_through_min_max(shape, op):
     np.testing.assert_array_equal(out[~np.isnan(ref)], ref[~np.isnan(ref)])
 
 
-# Rows of 1 to 70000 (odd, prime, the 50257 vocabulary, one under and over
+# Rows of 7 to 70000 (odd, prime, the 50257 vocabulary, one under and over
 # a chunk), rows 1 to 4096, ranks 2-4.
 CASES = [
     ((4096, 1000), "f32", "add"),
     ((256, 1024), "f32", "add"),
     ((1, 70000), "f32", "add"),
     ((3, 50257), "f32", "max"),
-    ((7, 1), "f32", "add"),
     ((33, 7), "f32", "min"),
     ((5, 255), "f32", "mul"),
     ((6, 257), "f16", "add"),
@@ -74,7 +73,8 @@ def test_row_reduction_vulkan(shape, dtype, op):
 @cpu_hypothesis(6)
 @given(
     rows=st.integers(1, 4096),
-    n=st.one_of(st.integers(1, 2048), st.integers(2049, 70000)),
+    # n = 1 reduces nothing: a reshape before planning (hlo/unit_reduces.py).
+    n=st.one_of(st.integers(2, 2048), st.integers(2049, 70000)),
     dtype=st.sampled_from(["f32", "f16", "bf16"]),
     op=st.sampled_from(sorted(REDUCE_OPS)),
 )

@@ -8,6 +8,7 @@ root's iteration space, and which other ops sit in the dispatch.
 from dataclasses import dataclass, field
 
 from iree.compiler import ir
+from iree.compiler.dialects import linalg
 
 from ..irutil import context, iterator_types, symbol_name, walk
 
@@ -48,6 +49,27 @@ class OpSummary:
 
 
 @dataclass
+class Contraction:
+    """The one contraction of a dispatch (matmul, batch_matmul, or a generic
+    that is one), as linalg's contraction interface reads it."""
+
+    op: str  # linalg.matmul, linalg.batch_matmul, linalg.generic, ...
+    batch: list[int]  # extent of each batch loop, then of each M, N, K loop
+    m: list[int]
+    n: list[int]
+    k: list[int]
+    lhs: Operand
+    rhs: Operand
+    result: Operand
+    # The innermost (contiguous) axis of each operand is a K loop (lhs: A is
+    # [M, K]; rhs: B is [N, K], a transposed B) or an M / N loop.
+    lhs_k_inner: bool
+    rhs_k_inner: bool
+    result_n_inner: bool  # the result is [.., M, N] (not transposed)
+    init: str | None  # the op making its accumulator (linalg.fill), None if loaded
+
+
+@dataclass
 class Dispatch:
     name: str  # the dispatch function's name (also the export name)
     executable: str
@@ -79,6 +101,8 @@ class Dispatch:
     # The root's body reads a tensor by tensor.extract at computed indices (a
     # gather: embedding lookups, RoPE's rotate_half after IREE's rewrites).
     root_gathers: bool = False
+    # Every contraction among the computing ops (a matmul group has one).
+    contractions: list[Contraction] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -167,6 +191,7 @@ def _analyse(func, executable: str) -> Dispatch:
         ops=[op.name for op in top if op.name not in PLUMBING],
     )
     d.op_summaries = [_summary(op) for op in top if op.name not in PLUMBING]
+    d.contractions = [c for op in top if (c := _contraction(op)) is not None]
     stores = [op for op in top if op.name == STORE]
     if not stores:
         d.problem = "dispatch stores no result"
@@ -210,6 +235,31 @@ def _analyse(func, executable: str) -> Dispatch:
     d.combiners = _combiners(root, num_inputs)
     d.root_gathers = any(op.name == "tensor.extract" for op in walk(root))
     return d
+
+
+def _contraction(op) -> Contraction | None:
+    if not op.name.startswith("linalg.") or not linalg.isa_contraction_op(op):
+        return None
+    dims = linalg.infer_contraction_dimensions(op)
+    maps = [ir.AffineMapAttr(m).value for m in linalg.get_indexing_maps(op)]
+    lhs, rhs, acc = list(op.operands)[:3]
+    operands = [_operand(v) for v in (lhs, rhs, acc)]
+    ranges = _loop_ranges(maps, operands, maps[0].n_dims)
+    k = set(dims.k)
+    return Contraction(
+        op=op.name,
+        batch=[ranges[i] for i in dims.batch],
+        m=[ranges[i] for i in dims.m],
+        n=[ranges[i] for i in dims.n],
+        k=[ranges[i] for i in dims.k],
+        lhs=operands[0],
+        rhs=operands[1],
+        result=_operand(op.results[0]),
+        lhs_k_inner=_inner_dim(maps[0]) in k,
+        rhs_k_inner=_inner_dim(maps[1]) in k,
+        result_n_inner=_inner_dim(maps[2]) in set(dims.n),
+        init=_defining_op_name(acc),
+    )
 
 
 def _pad_problem(pad, read_in_place: bool) -> str | None:
