@@ -1,0 +1,165 @@
+"""Parameters of the matmul kernel (transform_scripts/matmul.mlir).
+
+Seed: XLA's and IREE's tiled GEMM with the epilogue fused. A workgroup
+computes a TM x TN tile of the dispatch's root (the elementwise epilogue of
+the contraction); each thread a tm x tn tile, as tm rows of vectors held in
+registers across the K loop (step KS), and the epilogue runs on those
+registers before the one store. The inner loop is vector FMAs.
+
+This first version takes what it can compile right and reports the rest:
+- f32 operands and result (f16/bf16 need the tensor-core path on CUDA,
+  mma.sync, which IREE's default codegen already uses; not built here yet);
+- A as [M, K] and B as [K, N] (a transposed operand: not yet);
+- one M, N and K loop, no batch (batch_matmul: not yet);
+- an elementwise root reading the contraction (a bare matmul: not yet);
+- tiles that divide M, N and K (the kernel is unmasked: see the script's
+  header for why), with at least MIN_THREAD_TILE outputs per thread.
+"""
+
+import math
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from ..dispatch.read import Dispatch
+from ..targets import Target
+from . import attrs
+from .contract import Launch, Strategy
+
+# Per-thread tile sizes tried, largest first: a larger tile reuses each
+# loaded A and B element more (8x8 was fastest on lavapipe for 512^3, against
+# 4x4 and 1x4: docs/findings.md, 'Matmul thread tiles').
+THREAD_TILE_SIZES = (8, 4, 2, 1)
+MIN_THREAD_TILE = 4  # outputs per thread; fewer: IREE's codegen does better
+TARGET_THREADS = 64  # threads per workgroup the chooser aims for
+MAX_THREADS_X = 16
+K_STEPS = (4, 2, 1)
+VECTOR = 4  # each row piece is one vector of at most this many elements
+
+
+@dataclass(frozen=True)
+class MatmulParams:
+    launch: Launch
+    matmul_operand: int  # the root's input the contraction produces
+    workgroup_tile: tuple[int, int]  # (TM, TN)
+    thread_tile: tuple[int, int]  # (tm, tn)
+    k_step: int
+    vector: int  # elements per row piece (divides tn)
+
+
+def _check(d: Dispatch) -> str | None:
+    """Why the matmul kernel does not take this dispatch, or None."""
+    if not d.contractions:
+        return "no contraction in the dispatch"
+    if len(d.contractions) > 1:
+        return f"{len(d.contractions)} contractions in the dispatch"
+    (c,) = d.contractions
+    if d.root_op != "linalg.generic" or "reduction" in d.iterator_types:
+        return "no elementwise root after the contraction (a bare matmul: not built yet)"
+    why = d.generic_root_problem()
+    if why:
+        return why
+    if c.batch:
+        return "a batched contraction (not built yet)"
+    if len(c.m) != 1 or len(c.n) != 1 or len(c.k) != 1:
+        return f"contraction loops M{c.m} N{c.n} K{c.k}: not one of each"
+    if not c.lhs_k_inner or c.rhs_k_inner or not c.result_n_inner:
+        return "a transposed operand (A must be [M, K], B [K, N]; not built yet)"
+    types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
+    if types != {"f32"}:
+        return (
+            f"{'/'.join(sorted(types))} contraction: f32 only (f16/bf16 need the "
+            "tensor-core path, not built yet)"
+        )
+    if c.init != "linalg.fill":
+        return "its accumulator is not a linalg.fill"
+    if d.ops != ["linalg.fill", c.op, "linalg.generic"]:
+        return f"ops {d.ops}: a fill, the contraction and one elementwise root only"
+    if d.loop_ranges != [c.m[0], c.n[0]] or not d.output_maps_identity:
+        return "the root does not write the contraction's [M, N] in order"
+    if [p == c.op for p in d.input_producers].count(True) != 1:
+        return "the root reads the contraction more than once"
+    if any(s < 0 for s in (c.m[0], c.n[0], c.k[0])):
+        return "dynamic shapes"
+    return None
+
+
+def _largest_dividing(n: int, sizes) -> int:
+    return next(s for s in sizes if n % s == 0)
+
+
+def _threads(extent: int, tile: int, limit: int) -> int:
+    """The most threads, at most `limit`, whose tiles divide `extent`."""
+    count = extent // tile
+    return max(t for t in range(1, min(count, limit) + 1) if count % t == 0)
+
+
+def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
+    why = _check(d)
+    if why:
+        return None, why
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    tm = _largest_dividing(m, THREAD_TILE_SIZES)
+    tn = _largest_dividing(n, THREAD_TILE_SIZES)
+    if tm * tn < MIN_THREAD_TILE:
+        return None, (
+            f"thread tile {tm}x{tn} (M={m}, N={n} have no larger small divisor): "
+            "too little work per thread"
+        )
+    threads_x = _threads(n, tn, MAX_THREADS_X)
+    threads_y = _threads(m, tm, max(1, TARGET_THREADS // threads_x))
+    grid = (n // (tn * threads_x), m // (tm * threads_y), 1)
+    why = target.grid_refusal(grid)
+    if why:
+        return None, why
+    ks = _largest_dividing(k, K_STEPS)
+    params = MatmulParams(
+        launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
+        matmul_operand=d.input_producers.index(c.op),
+        workgroup_tile=(tm * threads_y, tn * threads_x),
+        thread_tile=(tm, tn),
+        k_step=ks,
+        vector=math.gcd(tn, VECTOR),
+    )
+    return params, (
+        f"{m}x{k} @ {k}x{n} f32 with its epilogue, {tm}x{tn} outputs per thread in "
+        f"registers, K step {ks}, vector FMAs"
+    )
+
+
+def describe(p: MatmulParams) -> str:
+    return (
+        f"tile={list(p.workgroup_tile)} thread={list(p.thread_tile)} k_step={p.k_step} "
+        f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} vector={p.vector}"
+    )
+
+
+def attributes(p: MatmulParams, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/matmul.mlir."""
+    tm, tn = p.thread_tile
+    return {
+        "matmul_operand": {"raw_position_list": attrs.i64_array([p.matmul_operand], ctx)},
+        "workgroup_tile": {
+            "static_tile_sizes": attrs.i64_array(p.workgroup_tile, ctx),
+            "mapping": attrs.mapping("block", ("y", "x"), ctx),
+        },
+        "thread_tile": {
+            "static_tile_sizes": attrs.i64_array(p.thread_tile, ctx),
+            "mapping": attrs.mapping("thread", ("y", "x"), ctx),
+        },
+        "k_step": attrs.static_sizes([0, 0, p.k_step], ctx),
+        "rows": attrs.static_sizes([1, p.vector], ctx),
+        "k_rows": attrs.static_sizes([1, p.vector, 0], ctx),
+        "m_unroll": {"factor": attrs.i64(tm, ctx)},
+        "n_unroll": {"factor": attrs.i64(tn // p.vector, ctx)},
+        **attrs.workgroup(p.launch, ctx),
+    }
+
+
+STRATEGY = Strategy(
+    name="matmul",
+    plan=plan,
+    describe=describe,
+    attributes=attributes,
+)
