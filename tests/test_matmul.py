@@ -1,0 +1,131 @@
+"""The matmul kernel (strategies/matmul.py, transform_scripts/matmul.mlir): a
+contraction and its elementwise epilogue in one dispatch. Numerics on
+lavapipe against numpy (float64 reference, |error| <= 1e-4 * sqrt(K) for f32
+inputs of unit variance), the printed kernel's inner loop (FileCheck), ptxas
+on CUDA, and the reasons given for the contractions it does not take."""
+
+import numpy as np
+import pytest
+import tilefuse
+from support import filecheck
+
+
+def program(m: int, k: int, n: int, epilogue: str = "bias_relu", b_layout: str = "kn") -> str:
+    """A [m, k] x B ([k, n], or [n, k] when b_layout is "nk") and an epilogue."""
+    b_shape = f"{k}x{n}" if b_layout == "kn" else f"{n}x{k}"
+    b_dim = 0 if b_layout == "kn" else 1
+    out = f"tensor<{m}x{n}xf32>"
+    head = (
+        f"func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{b_shape}xf32>, "
+        f"%c: tensor<{n}xf32>, %r: {out}) -> {out} {{\n"
+        f"  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [{b_dim}]"
+        f" : (tensor<{m}x{k}xf32>, tensor<{b_shape}xf32>) -> {out}\n"
+        f"  %bias = stablehlo.broadcast_in_dim %c, dims = [1] : (tensor<{n}xf32>) -> {out}\n"
+    )
+    if epilogue == "bias_relu":
+        body = (
+            f"  %1 = stablehlo.add %0, %bias : {out}\n"
+            f"  %z = stablehlo.constant dense<0.0> : {out}\n"
+            f"  %y = stablehlo.maximum %1, %z : {out}\n"
+        )
+    else:  # residual: (A @ B + bias) * 0.5 + r, then tanh
+        body = (
+            f"  %1 = stablehlo.add %0, %bias : {out}\n"
+            f"  %h = stablehlo.constant dense<0.5> : {out}\n"
+            f"  %2 = stablehlo.multiply %1, %h : {out}\n"
+            f"  %3 = stablehlo.add %2, %r : {out}\n"
+            f"  %y = stablehlo.tanh %3 : {out}\n"
+        )
+    return head + body + f"  return %y : {out}\n}}\n"
+
+
+def reference(a, b, c, r, epilogue, b_layout="kn"):
+    b = b if b_layout == "kn" else b.T
+    x = a.astype(np.float64) @ b.astype(np.float64) + c
+    return np.maximum(x, 0) if epilogue == "bias_relu" else np.tanh(x * 0.5 + r)
+
+
+def run(m, k, n, epilogue="bias_relu", b_layout="kn"):
+    module = tilefuse.compile(program(m, k, n, epilogue, b_layout), target="vulkan")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b_shape = (k, n) if b_layout == "kn" else (n, k)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    got = module.main(a, b, c, r)
+    err = np.max(np.abs(got - reference(a, b, c, r, epilogue, b_layout)))
+    assert err <= 1e-4 * np.sqrt(k), err
+    return module.reports
+
+
+# Aligned, ragged (tiles that divide 50, 70, 100, 300), a tiny one, a K that
+# only 2 divides, a tall-skinny one; bias + relu and a residual + tanh.
+SHAPES = [
+    (64, 256, 128, "bias_relu"),
+    (50, 100, 70, "bias_relu"),
+    (100, 300, 200, "residual"),
+    (6, 10, 12, "residual"),
+    (256, 66, 32, "bias_relu"),
+    (1024, 64, 16, "residual"),
+]
+
+
+@pytest.mark.parametrize("m,k,n,epilogue", SHAPES)
+def test_matmul_with_epilogue_on_vulkan(m, k, n, epilogue):
+    (report,) = run(m, k, n, epilogue)
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+
+
+def test_inner_loop_is_vector_fma_with_accumulators_in_registers(tmp_path):
+    """The K loop carries the accumulators as vectors (no load or store of
+    them inside), reads a row piece of A and a 4x4 block of B per step, and
+    does one vector<4xf32> FMA per row piece and K; the epilogue follows the
+    loop, then the one store."""
+    result = tilefuse.compile_program(program(64, 256, 128), "vulkan", dump_dir=tmp_path)
+    (kernel,) = tilefuse.verify.printed_kernels((tmp_path / "phase2.log").read_text()).values()
+    filecheck(
+        kernel,
+        """
+CHECK-NOT: memref.alloc
+CHECK: scf.for {{.*}} step %c4 iter_args({{.*}}) -> (vector<1x4xf32>
+CHECK-NOT: vector.transfer_write
+CHECK: vector.transfer_read {{.*}} memref<64x256xf32{{.*}} vector<4xf32>
+CHECK: vector.transfer_read {{.*}} memref<256x128xf32{{.*}} vector<4x4xf32>
+CHECK: vector.fma {{.*}} : vector<4xf32>
+CHECK-NOT: vector.transfer_write
+CHECK: scf.yield
+CHECK: arith.maximumf
+CHECK: vector.transfer_write
+""",
+        tmp_path,
+    )
+    assert kernel.count("vector.fma") == 16 * 4  # 8x8 per thread: 16 pieces of 4, K step 4
+    (report,) = result.reports
+    assert "thread=[8, 8] k_step=4" in report.params
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_cuda_ptx_assembles_without_spills(target):
+    (report,) = tilefuse.compile_program(program(512, 512, 512), target).reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+
+
+@pytest.mark.parametrize(
+    "m,k,n,b_layout,why",
+    [
+        (64, 64, 64, "nk", "a transposed operand"),
+        (7, 64, 13, "kn", "thread tile 1x1"),
+    ],
+)
+def test_contractions_it_does_not_take_are_reported_and_right(m, k, n, b_layout, why):
+    (report,) = [r for r in run(m, k, n, "bias_relu", b_layout) if "matmul" in r.name]
+    assert report.status == "fallback" and f"matmul: {why}" in report.reason, report.line()
+
+
+def test_f16_is_left_to_iree_with_the_reason():
+    text = program(32, 64, 32).replace("f32", "f16").replace("0.0", "0.0")
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert report.status == "fallback" and "f16 contraction: f32 only" in report.reason
