@@ -28,6 +28,8 @@ def program(m: int, k: int, n: int, epilogue: str = "bias_relu", b_layout: str =
             f"  %z = stablehlo.constant dense<0.0> : {out}\n"
             f"  %y = stablehlo.maximum %1, %z : {out}\n"
         )
+    elif epilogue == "none":  # a bare contraction (attention's p @ v)
+        return head + f"  return %0 : {out}\n}}\n"
     else:  # residual: (A @ B + bias) * 0.5 + r, then tanh
         body = (
             f"  %1 = stablehlo.add %0, %bias : {out}\n"
@@ -41,7 +43,10 @@ def program(m: int, k: int, n: int, epilogue: str = "bias_relu", b_layout: str =
 
 def reference(a, b, c, r, epilogue, b_layout="kn"):
     b = b if b_layout == "kn" else b.T
-    x = a.astype(np.float64) @ b.astype(np.float64) + c
+    product = a.astype(np.float64) @ b.astype(np.float64)
+    if epilogue == "none":
+        return product
+    x = product + c
     return np.maximum(x, 0) if epilogue == "bias_relu" else np.tanh(x * 0.5 + r)
 
 
@@ -60,7 +65,8 @@ def run(m, k, n, epilogue="bias_relu", b_layout="kn"):
 
 
 # Aligned, ragged (tiles that divide 50, 70, 100, 300), a tiny one, a K that
-# only 2 divides, a tall-skinny one; bias + relu and a residual + tanh.
+# only 2 divides, a tall-skinny one; bias + relu, a residual + tanh, and bare
+# contractions (no epilogue: the kernel's other "tile" step).
 SHAPES = [
     (64, 256, 128, "bias_relu"),
     (50, 100, 70, "bias_relu"),
@@ -68,12 +74,23 @@ SHAPES = [
     (6, 10, 12, "residual"),
     (256, 66, 32, "bias_relu"),
     (1024, 64, 16, "residual"),
+    (128, 128, 64, "none"),
+    (30, 20, 40, "none"),
 ]
+# B as [N, K] (attention's q k^T): IREE folds the transpose into the
+# contraction's map, the kernel reads B along K.
+TRANSPOSED_B = [(64, 64, 64, "bias_relu"), (50, 100, 70, "residual")]
 
 
 @pytest.mark.parametrize("m,k,n,epilogue", SHAPES)
 def test_matmul_with_epilogue_on_vulkan(m, k, n, epilogue):
     (report,) = run(m, k, n, epilogue)
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+
+
+@pytest.mark.parametrize("m,k,n,epilogue", TRANSPOSED_B)
+def test_transposed_b_on_vulkan(m, k, n, epilogue):
+    (report,) = run(m, k, n, epilogue, b_layout="nk")
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
 
 
@@ -112,16 +129,27 @@ def test_cuda_ptx_assembles_without_spills(target):
     assert report.registers and report.spill_bytes == 0, report.line()
 
 
-@pytest.mark.parametrize(
-    "m,k,n,b_layout,why",
-    [
-        (64, 64, 64, "nk", "a transposed operand"),
-        (7, 64, 13, "kn", "thread tile 1x1"),
-    ],
-)
-def test_contractions_it_does_not_take_are_reported_and_right(m, k, n, b_layout, why):
-    (report,) = [r for r in run(m, k, n, "bias_relu", b_layout) if "matmul" in r.name]
-    assert report.status == "fallback" and f"matmul: {why}" in report.reason, report.line()
+def test_dims_without_small_divisors_are_reported_and_right():
+    (report,) = [r for r in run(7, 64, 13) if "matmul" in r.name]
+    assert report.status == "fallback" and "matmul: thread tile 1x1" in report.reason
+
+
+def test_batched_matmul_is_reported_and_right():
+    """A batch dim (attention's [heads, S, S] scores): not built yet; IREE's
+    codegen runs it, the report says why."""
+    text = """func.func @main(%a: tensor<4x32x16xf32>, %b: tensor<4x16x24xf32>) -> tensor<4x32x24xf32> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<4x32x16xf32>, tensor<4x16x24xf32>) -> tensor<4x32x24xf32>
+  %y = stablehlo.exponential %0 : tensor<4x32x24xf32>
+  return %y : tensor<4x32x24xf32>
+}"""
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert report.status == "fallback" and "matmul: a batched contraction" in report.reason
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((4, 32, 16)) * 0.2).astype(np.float32)
+    b = (rng.standard_normal((4, 16, 24)) * 0.2).astype(np.float32)
+    np.testing.assert_allclose(module.main(a, b), np.exp(a.astype(np.float64) @ b), rtol=1e-5)
 
 
 def test_f16_is_left_to_iree_with_the_reason():

@@ -3,7 +3,8 @@
 //
 // Applies to a dispatch holding a linalg.fill, the contraction it
 // initializes (a matmul, generalized by IREE before this runs) and an
-// elementwise root reading the contraction's result. Each workgroup computes
+// elementwise root reading the contraction's result, or the contraction
+// alone (the steps "tile" and "epilogue_rows" differ; the chooser picks). Each workgroup computes
 // a TM x TN tile of the root; each thread a tm x tn tile of it, held in
 // registers as tm rows of 1-D vectors across the K loop, and the epilogue
 // is applied to those registers before the one store. Nothing goes through
@@ -32,22 +33,22 @@ module attributes {transform.with_named_sequence} {
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_op)
 
-  transform.named_sequence @tilefuse_matmul(%dispatch: !transform.any_op {transform.readonly}) {
-    // Step 1. The root (the epilogue, whose result the dispatch stores), the
-    // contraction it reads, the contraction's fill, and every load.
-    %func, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+  // Step "tile", with an epilogue: tile the root (the epilogue) to
+  // workgroups, TM x TN each, and fuse the contraction, its fill and the
+  // loads into the tile (a workgroup reads only the rows of A and columns of
+  // B it needs); then to threads, tm x tn each, fusing the contraction and
+  // fill again, so that the epilogue reads its own thread's accumulator
+  // (registers), never memory. Yields the thread's contraction, fill and
+  // epilogue.
+  transform.named_sequence @tilefuse_matmul_tile_epilogue(
+      %func: !transform.any_op {transform.readonly}, %root: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op) {
     %product = transform.get_operand %root[0] {tilefuse.param = "matmul_operand"}
       : (!transform.any_op) -> !transform.any_value
     %matmul = transform.get_defining_op %product : (!transform.any_value) -> !transform.any_op
     %fill = transform.get_producer_of_operand %matmul[2] : (!transform.any_op) -> !transform.any_op
     %loads = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.load"]} in %func
       : (!transform.any_op) -> !transform.any_op
-
-    // Step 2. Tile the root to workgroups and fuse the contraction, its fill
-    // and the loads into the tile: a workgroup computes its TM x TN tile of
-    // contraction and epilogue, reading only the rows of A and columns of B
-    // it needs.
     %wg_root, %grid = transform.structured.tile_using_forall %root
         tile_sizes [32, 32] (mapping = [#gpu.block<y>, #gpu.block<x>])
         {tilefuse.param = "workgroup_tile"}
@@ -64,10 +65,6 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     transform.apply_cse to %func : !transform.any_op
-
-    // Step 3. Tile the workgroup's root to threads, a tm x tn tile each, and
-    // fuse the contraction and fill in: the epilogue then reads the
-    // accumulator of its own thread (registers), never memory.
     %t_root, %threads = transform.structured.tile_using_forall %wg_root
         tile_sizes [4, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>])
         {tilefuse.param = "thread_tile"}
@@ -82,41 +79,106 @@ module attributes {transform.with_named_sequence} {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     transform.apply_cse to %func : !transform.any_op
+    transform.yield %t_matmul, %t_fill, %t_root : !transform.any_op, !transform.any_op, !transform.any_op
+  }
 
-    // Step 4. The K loop: per step, a tm x tn x KS contraction. Tagged, since
-    // vectorizing (step 6) consumes every handle into the function.
-    %k_matmul, %k_loop = transform.structured.tile_using_for %t_matmul tile_sizes [0, 0, 4]
-        {tilefuse.param = "k_step"}
+  // Step "tile", a bare contraction (the root itself): the same tiles, with
+  // only the fill and the loads to fuse. Yields the thread's contraction
+  // twice (as the epilogue too: step "epilogue_rows" skips it).
+  transform.named_sequence @tilefuse_matmul_tile_bare(
+      %func: !transform.any_op {transform.readonly}, %root: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op) {
+    %fill = transform.get_producer_of_operand %root[2] : (!transform.any_op) -> !transform.any_op
+    %loads = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.load"]} in %func
+      : (!transform.any_op) -> !transform.any_op
+    %wg_matmul, %grid = transform.structured.tile_using_forall %root
+        tile_sizes [32, 32] (mapping = [#gpu.block<y>, #gpu.block<x>])
+        {tilefuse.param = "workgroup_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.annotate %k_loop "tilefuse.k_loop" : !transform.any_op
+    %wg_fill, %grid_1 = transform.structured.fuse_into_containing_op %fill into %grid
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_loads, %grid_2 = transform.structured.fuse_into_containing_op %loads into %grid_1
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid_2
+      : (!transform.any_op) -> ()
+    transform.apply_patterns to %func {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.apply_cse to %func : !transform.any_op
+    %t_matmul, %threads = transform.structured.tile_using_forall %wg_matmul
+        tile_sizes [4, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>])
+        {tilefuse.param = "thread_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %t_fill, %threads_1 = transform.structured.fuse_into_containing_op %wg_fill into %threads
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.apply_patterns to %func {
+      transform.apply_patterns.linalg.tiling_canonicalization
+      transform.apply_patterns.scf.for_loop_canonicalization
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.apply_cse to %func : !transform.any_op
+    transform.yield %t_matmul, %t_fill, %t_matmul : !transform.any_op, !transform.any_op, !transform.any_op
+  }
 
-    // Step 5. One op per output row and vector: the fill, the K step's
-    // contraction and the epilogue are each tiled into one-row, v-wide
+  // Step "epilogue_rows": the thread's epilogue in one-row, v-wide pieces
+  // (as step 4 does for the fill and the contraction), so that each piece
+  // reads the accumulator row piece the contraction left in registers. A
+  // bare contraction has none: @tilefuse_skip.
+  transform.named_sequence @tilefuse_matmul_epilogue_rows(%epilogue: !transform.any_op {transform.consumed}) {
+    %epilogue_row, %epilogue_m, %epilogue_n = transform.structured.tile_using_for %epilogue
+        tile_sizes [1, 4] {tilefuse.param = "rows"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
+    transform.loop.unroll %epilogue_n factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
+    transform.loop.unroll %epilogue_m factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    transform.yield
+  }
+
+  transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
+
+  transform.named_sequence @tilefuse_matmul(%dispatch: !transform.any_op {transform.readonly}) {
+    // Step 1. The root: the op whose result the dispatch stores (the
+    // epilogue, or the contraction itself).
+    %func, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+
+    // Step 2. Workgroup and thread tiles (the step chosen for the dispatch:
+    // with an epilogue or bare, above).
+    %t_matmul, %t_fill, %t_epilogue = transform.include @tilefuse_matmul_tile_epilogue
+        failures(propagate) (%func, %root) {tilefuse.step = "tile"}
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
+
+    // Step 3. One op per output row and vector: the epilogue, the fill and
+    // the K step's contraction (step 4) are each tiled into one-row, v-wide
     // pieces and the loops unrolled (innermost first, so that the outer
     // unroll copies an unrolled body). The row slices each writes are then
-    // the ones the next reads (the folds of step 6 match them), and every
-    // vector is 1-D.
+    // the ones the next reads (the folds of step 5 match them), and every
+    // vector is 1-D (SPIR-V takes 1-D vectors of at most 4 elements).
+    transform.include @tilefuse_matmul_epilogue_rows failures(propagate) (%t_epilogue)
+        {tilefuse.step = "epilogue_rows"} : (!transform.any_op) -> ()
     %fill_row, %fill_m, %fill_n = transform.structured.tile_using_for %t_fill
         tile_sizes [1, 4] {tilefuse.param = "rows"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
     transform.loop.unroll %fill_n factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
     transform.loop.unroll %fill_m factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+
+    // Step 4. The K loop: per step, a tm x tn x KS contraction, in row
+    // pieces. Tagged, since vectorizing (step 5) consumes every handle into
+    // the function.
+    %k_matmul, %k_loop = transform.structured.tile_using_for %t_matmul tile_sizes [0, 0, 4]
+        {tilefuse.param = "k_step"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.annotate %k_loop "tilefuse.k_loop" : !transform.any_op
     %k_row, %k_m, %k_n = transform.structured.tile_using_for %k_matmul
         tile_sizes [1, 4, 0] {tilefuse.param = "k_rows"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
     transform.loop.unroll %k_n factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
     transform.loop.unroll %k_m factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
-    %epilogue_row, %epilogue_m, %epilogue_n = transform.structured.tile_using_for %t_root
-        tile_sizes [1, 4] {tilefuse.param = "rows"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
-    transform.loop.unroll %epilogue_n factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
-    transform.loop.unroll %epilogue_m factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     transform.apply_cse to %func : !transform.any_op
 
-    // Step 6. Vectorize (every shape static: no masks). The generic
+    // Step 5. Vectorize (every shape static: no masks). The generic
     // contraction comes out as a multiply and a multi_reduction;
     // reduction_to_contract makes it a vector.contract again, and the
     // transfers of one row slice written then read fold away.
@@ -130,7 +192,7 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %vfunc : !transform.any_op
 
-    // Step 7. The accumulator rows: the K loop reads and writes the same row
+    // Step 6. The accumulator rows: the K loop reads and writes the same row
     // slices of its carried tile every step; hoisting makes them
     // loop-carried vectors (registers), read before and written after it.
     %k_loop_again = transform.structured.match attributes {"tilefuse.k_loop"} in %vfunc
@@ -141,7 +203,7 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %vfunc : !transform.any_op
 
-    // Step 8. Bufferize: the thread's epilogue writes straight into the
+    // Step 7. Bufferize: the thread's epilogue writes straight into the
     // output binding.
     transform.iree.eliminate_empty_tensors %vfunc : (!transform.any_op) -> ()
     %bufferized = transform.iree.bufferize <{target_gpu}> %vfunc
@@ -151,13 +213,13 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %bufferized : !transform.any_op
 
-    // Step 9. Map the foralls onto workgroup ids and thread ids.
+    // Step 8. Map the foralls onto workgroup ids and thread ids.
     transform.iree.forall_to_workgroup %bufferized : (!transform.any_op) -> ()
     transform.iree.map_nested_forall_to_gpu_threads %bufferized
         workgroup_dims = [8, 8, 1] subgroup_size = 8
         {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()
 
-    // Step 10. Each contraction becomes outer products over K, each outer
+    // Step 9. Each contraction becomes outer products over K, each outer
     // product one vector.fma per row.
     transform.apply_patterns to %bufferized {
       transform.apply_patterns.vector.lower_contraction lowering_strategy = "outerproduct"
@@ -173,14 +235,14 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %bufferized : !transform.any_op
 
-    // Step 11. Finished: no further codegen pipeline, this workgroup size.
+    // Step 10. Finished: no further codegen pipeline, this workgroup size.
     %done = transform.param.constant #iree_codegen.translation_info<
         pipeline = #iree_codegen.no_pipeline workgroup_size = [8, 8, 1]
         subgroup_size = 8> {tilefuse.param = "translation_info"} -> !transform.any_param
     transform.annotate %bufferized "translation_info" = %done
       : !transform.any_op, !transform.any_param
 
-    // Step 12. Print the kernel: the driver checks it (kernel/verify.py).
+    // Step 11. Print the kernel: the driver checks it (kernel/verify.py).
     transform.print %bufferized : !transform.any_op
     transform.yield
   }

@@ -9,9 +9,11 @@ registers before the one store. The inner loop is vector FMAs.
 This first version takes what it can compile right and reports the rest:
 - f32 operands and result (f16/bf16 need the tensor-core path on CUDA,
   mma.sync, which IREE's default codegen already uses; not built here yet);
-- A as [M, K] and B as [K, N] (a transposed operand: not yet);
+- either operand in either layout (B as [N, K]: attention's q k^T; the
+  vector reads of a transposed operand are transposed in registers), the
+  result as [M, N];
 - one M, N and K loop, no batch (batch_matmul: not yet);
-- an elementwise root reading the contraction (a bare matmul: not yet);
+- an elementwise root reading the contraction, or none (a bare matmul);
 - tiles that divide M, N and K (the kernel is unmasked: see the script's
   header for why), with at least MIN_THREAD_TILE outputs per thread.
 """
@@ -24,7 +26,7 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
-from .contract import Launch, Strategy
+from .contract import SKIP, Launch, Strategy
 
 # Per-thread tile sizes tried, largest first: a larger tile reuses each
 # loaded A and B element more (8x8 was fastest on lavapipe for 512^3, against
@@ -45,6 +47,7 @@ class MatmulParams:
     thread_tile: tuple[int, int]  # (tm, tn)
     k_step: int
     vector: int  # elements per row piece (divides tn)
+    epilogue: bool  # an elementwise root after the contraction (else bare)
 
 
 def _check(d: Dispatch) -> str | None:
@@ -54,17 +57,12 @@ def _check(d: Dispatch) -> str | None:
     if len(d.contractions) > 1:
         return f"{len(d.contractions)} contractions in the dispatch"
     (c,) = d.contractions
-    if d.root_op != "linalg.generic" or "reduction" in d.iterator_types:
-        return "no elementwise root after the contraction (a bare matmul: not built yet)"
-    why = d.generic_root_problem()
-    if why:
-        return why
     if c.batch:
         return "a batched contraction (not built yet)"
     if len(c.m) != 1 or len(c.n) != 1 or len(c.k) != 1:
         return f"contraction loops M{c.m} N{c.n} K{c.k}: not one of each"
-    if not c.lhs_k_inner or c.rhs_k_inner or not c.result_n_inner:
-        return "a transposed operand (A must be [M, K], B [K, N]; not built yet)"
+    if not c.result_n_inner:
+        return "a transposed result ([N, M]: not built yet)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
     if types != {"f32"}:
         return (
@@ -73,14 +71,21 @@ def _check(d: Dispatch) -> str | None:
         )
     if c.init != "linalg.fill":
         return "its accumulator is not a linalg.fill"
+    if any(s < 0 for s in (c.m[0], c.n[0], c.k[0])):
+        return "dynamic shapes"
+    if d.ops == ["linalg.fill", c.op] and d.root_op == c.op:
+        return None  # a bare contraction
     if d.ops != ["linalg.fill", c.op, "linalg.generic"]:
-        return f"ops {d.ops}: a fill, the contraction and one elementwise root only"
+        return f"ops {d.ops}: a fill, the contraction and at most one elementwise root"
+    why = d.generic_root_problem()
+    if why:
+        return why
+    if "reduction" in d.iterator_types:
+        return "the root after the contraction reduces"
     if d.loop_ranges != [c.m[0], c.n[0]] or not d.output_maps_identity:
         return "the root does not write the contraction's [M, N] in order"
     if [p == c.op for p in d.input_producers].count(True) != 1:
         return "the root reads the contraction more than once"
-    if any(s < 0 for s in (c.m[0], c.n[0], c.k[0])):
-        return "dynamic shapes"
     return None
 
 
@@ -114,18 +119,30 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     if why:
         return None, why
     ks = _largest_dividing(k, K_STEPS)
+    epilogue = d.root_op != c.op
     params = MatmulParams(
         launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
-        matmul_operand=d.input_producers.index(c.op),
+        matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
         workgroup_tile=(tm * threads_y, tn * threads_x),
         thread_tile=(tm, tn),
         k_step=ks,
         vector=math.gcd(tn, VECTOR),
+        epilogue=epilogue,
     )
     return params, (
-        f"{m}x{k} @ {k}x{n} f32 with its epilogue, {tm}x{tn} outputs per thread in "
-        f"registers, K step {ks}, vector FMAs"
+        f"{m}x{k} @ {k}x{n} f32{' with its epilogue' if epilogue else ''}, {tm}x{tn} outputs "
+        f"per thread in registers, K step {ks}, vector FMAs"
     )
+
+
+def steps(p: MatmulParams) -> dict[str, str]:
+    """The script's optional steps: tiles with or without an epilogue."""
+    if p.epilogue:
+        return {
+            "tile": "tilefuse_matmul_tile_epilogue",
+            "epilogue_rows": "tilefuse_matmul_epilogue_rows",
+        }
+    return {"tile": "tilefuse_matmul_tile_bare", "epilogue_rows": SKIP}
 
 
 def describe(p: MatmulParams) -> str:
@@ -162,4 +179,5 @@ STRATEGY = Strategy(
     plan=plan,
     describe=describe,
     attributes=attributes,
+    steps=steps,
 )
