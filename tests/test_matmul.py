@@ -134,22 +134,29 @@ def test_dims_without_small_divisors_are_reported_and_right():
     assert report.status == "fallback" and "matmul: thread tile 1x1" in report.reason
 
 
-def test_batched_matmul_is_reported_and_right():
-    """A batch dim (attention's [heads, S, S] scores): not built yet; IREE's
-    codegen runs it, the report says why."""
-    text = """func.func @main(%a: tensor<4x32x16xf32>, %b: tensor<4x16x24xf32>) -> tensor<4x32x24xf32> {
+@pytest.mark.parametrize("epilogue", ["exp", "none"])
+def test_batched_matmul(epilogue):
+    """A batch dim (attention's [heads, S, S] scores, then p @ v): one batch
+    element per workgroup (grid z), with and without an epilogue."""
+    out = "tensor<4x32x24xf32>"
+    if epilogue == "exp":
+        tail = f"  %y = stablehlo.exponential %0 : {out}\n  return %y : {out}\n"
+    else:
+        tail = f"  return %0 : {out}\n"
+    text = f"""func.func @main(%a: tensor<4x32x16xf32>, %b: tensor<4x16x24xf32>) -> {out} {{
   %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1]
-      : (tensor<4x32x16xf32>, tensor<4x16x24xf32>) -> tensor<4x32x24xf32>
-  %y = stablehlo.exponential %0 : tensor<4x32x24xf32>
-  return %y : tensor<4x32x24xf32>
-}"""
+      : (tensor<4x32x16xf32>, tensor<4x16x24xf32>) -> {out}
+{tail}}}"""
     module = tilefuse.compile(text, target="vulkan")
     (report,) = module.reports
-    assert report.status == "fallback" and "matmul: a batched contraction" in report.reason
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert "grid=[1, 1, 4]" in report.params
     rng = np.random.default_rng(0)
     a = (rng.standard_normal((4, 32, 16)) * 0.2).astype(np.float32)
     b = (rng.standard_normal((4, 16, 24)) * 0.2).astype(np.float32)
-    np.testing.assert_allclose(module.main(a, b), np.exp(a.astype(np.float64) @ b), rtol=1e-5)
+    want = a.astype(np.float64) @ b
+    want = np.exp(want) if epilogue == "exp" else want
+    np.testing.assert_allclose(module.main(a, b), want, rtol=1e-5, atol=1e-6)
 
 
 def test_f16_is_left_to_iree_with_the_reason():

@@ -67,6 +67,9 @@ class Contraction:
     rhs_k_inner: bool
     result_n_inner: bool  # the result is [.., M, N] (not transposed)
     init: str | None  # the op making its accumulator (linalg.fill), None if loaded
+    # Its loops are ordered batch, M, N, K (as linalg.matmul's and
+    # batch_matmul's are): tile sizes of the result then apply to it as is.
+    loops_bmnk: bool = False
 
 
 @dataclass
@@ -259,6 +262,7 @@ def _contraction(op) -> Contraction | None:
         rhs_k_inner=_inner_dim(maps[1]) in k,
         result_n_inner=_inner_dim(maps[2]) in set(dims.n),
         init=_defining_op_name(acc),
+        loops_bmnk=[*dims.batch, *dims.m, *dims.n, *dims.k] == list(range(maps[0].n_dims)),
     )
 
 

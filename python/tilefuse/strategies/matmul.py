@@ -12,7 +12,8 @@ This first version takes what it can compile right and reports the rest:
 - either operand in either layout (B as [N, K]: attention's q k^T; the
   vector reads of a transposed operand are transposed in registers), the
   result as [M, N];
-- one M, N and K loop, no batch (batch_matmul: not yet);
+- one M, N and K loop, and at most one batch loop (batch_matmul: attention's
+  heads), in that order;
 - an elementwise root reading the contraction, or none (a bare matmul);
 - tiles that divide M, N and K (the kernel is unmasked: see the script's
   header for why), with at least MIN_THREAD_TILE outputs per thread.
@@ -37,6 +38,7 @@ TARGET_THREADS = 64  # threads per workgroup the chooser aims for
 MAX_THREADS_X = 16
 K_STEPS = (4, 2, 1)
 VECTOR = 4  # each row piece is one vector of at most this many elements
+BINDING_OFFSET_OPS = ("arith.index_castui", "util.assume.int")
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class MatmulParams:
     k_step: int
     vector: int  # elements per row piece (divides tn)
     epilogue: bool  # an elementwise root after the contraction (else bare)
+    batch: bool  # a batch loop first: one batch element per workgroup (grid z)
 
 
 def _check(d: Dispatch) -> str | None:
@@ -57,10 +60,10 @@ def _check(d: Dispatch) -> str | None:
     if len(d.contractions) > 1:
         return f"{len(d.contractions)} contractions in the dispatch"
     (c,) = d.contractions
-    if c.batch:
-        return "a batched contraction (not built yet)"
-    if len(c.m) != 1 or len(c.n) != 1 or len(c.k) != 1:
-        return f"contraction loops M{c.m} N{c.n} K{c.k}: not one of each"
+    if len(c.batch) > 1 or len(c.m) != 1 or len(c.n) != 1 or len(c.k) != 1:
+        return f"contraction loops B{c.batch} M{c.m} N{c.n} K{c.k}: not one of each (B optional)"
+    if not c.loops_bmnk:
+        return "its loops are not ordered batch, M, N, K"
     if not c.result_n_inner:
         return "a transposed result ([N, M]: not built yet)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
@@ -71,19 +74,22 @@ def _check(d: Dispatch) -> str | None:
         )
     if c.init != "linalg.fill":
         return "its accumulator is not a linalg.fill"
-    if any(s < 0 for s in (c.m[0], c.n[0], c.k[0])):
+    if any(s < 0 for s in (*c.batch, c.m[0], c.n[0], c.k[0])):
         return "dynamic shapes"
-    if d.ops == ["linalg.fill", c.op] and d.root_op == c.op:
+    # A binding's offset passed as a push constant (IREE's dispatch of a
+    # slice of a larger buffer) is index arithmetic on the subspan, no work.
+    ops = [o for o in d.ops if o not in BINDING_OFFSET_OPS]
+    if ops == ["linalg.fill", c.op] and d.root_op == c.op:
         return None  # a bare contraction
-    if d.ops != ["linalg.fill", c.op, "linalg.generic"]:
-        return f"ops {d.ops}: a fill, the contraction and at most one elementwise root"
+    if ops != ["linalg.fill", c.op, "linalg.generic"]:
+        return f"ops {ops}: a fill, the contraction and at most one elementwise root"
     why = d.generic_root_problem()
     if why:
         return why
     if "reduction" in d.iterator_types:
         return "the root after the contraction reduces"
-    if d.loop_ranges != [c.m[0], c.n[0]] or not d.output_maps_identity:
-        return "the root does not write the contraction's [M, N] in order"
+    if d.loop_ranges != [*c.batch, c.m[0], c.n[0]] or not d.output_maps_identity:
+        return "the root does not write the contraction's [B,] M, N in order"
     if [p == c.op for p in d.input_producers].count(True) != 1:
         return "the root reads the contraction more than once"
     return None
@@ -99,22 +105,40 @@ def _threads(extent: int, tile: int, limit: int) -> int:
     return max(t for t in range(1, min(count, limit) + 1) if count % t == 0)
 
 
+def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, int]]:
+    """(tm, tn, threads x, threads y) candidates, best first: the largest
+    thread tile (more reuse of each loaded element) whose workgroup still
+    fills a subgroup; when none does (a small matrix), the most threads."""
+    found = []
+    for tm in THREAD_TILE_SIZES:
+        for tn in THREAD_TILE_SIZES:
+            if m % tm or n % tn or tm * tn < MIN_THREAD_TILE:
+                continue
+            tx = _threads(n, tn, MAX_THREADS_X)
+            ty = _threads(m, tm, max(1, TARGET_THREADS // tx))
+            found.append((tm, tn, tx, ty))
+    full = [t for t in found if t[2] * t[3] >= target.subgroup_size]
+    if full:
+        return sorted(full, key=lambda t: (-t[0] * t[1], -t[1]))
+    return sorted(found, key=lambda t: (-t[2] * t[3], -t[0] * t[1]))
+
+
 def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     why = _check(d)
     if why:
         return None, why
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
-    tm = _largest_dividing(m, THREAD_TILE_SIZES)
-    tn = _largest_dividing(n, THREAD_TILE_SIZES)
-    if tm * tn < MIN_THREAD_TILE:
+    tiles = _thread_tiles(m, n, target)
+    if not tiles:
+        tm = _largest_dividing(m, THREAD_TILE_SIZES)
+        tn = _largest_dividing(n, THREAD_TILE_SIZES)
         return None, (
             f"thread tile {tm}x{tn} (M={m}, N={n} have no larger small divisor): "
             "too little work per thread"
         )
-    threads_x = _threads(n, tn, MAX_THREADS_X)
-    threads_y = _threads(m, tm, max(1, TARGET_THREADS // threads_x))
-    grid = (n // (tn * threads_x), m // (tm * threads_y), 1)
+    tm, tn, threads_x, threads_y = tiles[0]
+    grid = (n // (tn * threads_x), m // (tm * threads_y), c.batch[0] if c.batch else 1)
     why = target.grid_refusal(grid)
     if why:
         return None, why
@@ -128,9 +152,11 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
         k_step=ks,
         vector=math.gcd(tn, VECTOR),
         epilogue=epilogue,
+        batch=bool(c.batch),
     )
+    batch = f"{c.batch[0]} x " if c.batch else ""
     return params, (
-        f"{m}x{k} @ {k}x{n} f32{' with its epilogue' if epilogue else ''}, {tm}x{tn} outputs "
+        f"{batch}{m}x{k} @ {k}x{n} f32{' with its epilogue' if epilogue else ''}, {tm}x{tn} outputs "
         f"per thread in registers, K step {ks}, vector FMAs"
     )
 
@@ -155,19 +181,23 @@ def describe(p: MatmulParams) -> str:
 def attributes(p: MatmulParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/matmul.mlir."""
     tm, tn = p.thread_tile
+    # A batch loop comes first: one batch element per workgroup (block z);
+    # below the workgroup it has extent 1 and is not tiled again (size 0).
+    lead, blocks = ((1,), ("z", "y", "x")) if p.batch else ((), ("y", "x"))
+    below = (0,) * len(lead)
     return {
         "matmul_operand": {"raw_position_list": attrs.i64_array([p.matmul_operand], ctx)},
         "workgroup_tile": {
-            "static_tile_sizes": attrs.i64_array(p.workgroup_tile, ctx),
-            "mapping": attrs.mapping("block", ("y", "x"), ctx),
+            "static_tile_sizes": attrs.i64_array((*lead, *p.workgroup_tile), ctx),
+            "mapping": attrs.mapping("block", blocks, ctx),
         },
         "thread_tile": {
-            "static_tile_sizes": attrs.i64_array(p.thread_tile, ctx),
+            "static_tile_sizes": attrs.i64_array((*below, *p.thread_tile), ctx),
             "mapping": attrs.mapping("thread", ("y", "x"), ctx),
         },
-        "k_step": attrs.static_sizes([0, 0, p.k_step], ctx),
-        "rows": attrs.static_sizes([1, p.vector], ctx),
-        "k_rows": attrs.static_sizes([1, p.vector, 0], ctx),
+        "k_step": attrs.static_sizes([*below, 0, 0, p.k_step], ctx),
+        "rows": attrs.static_sizes([*below, 1, p.vector], ctx),
+        "k_rows": attrs.static_sizes([*below, 1, p.vector, 0], ctx),
         "m_unroll": {"factor": attrs.i64(tm, ctx)},
         "n_unroll": {"factor": attrs.i64(tn // p.vector, ctx)},
         **attrs.workgroup(p.launch, ctx),
