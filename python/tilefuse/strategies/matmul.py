@@ -7,8 +7,10 @@ registers across the K loop (step KS), and the epilogue runs on those
 registers before the one store. The inner loop is vector FMAs.
 
 This first version takes what it can compile right and reports the rest:
-- f32 operands and result (f16/bf16 need the tensor-core path on CUDA,
-  mma.sync, which IREE's default codegen already uses; not built here yet);
+- f32 operands and result; on Vulkan also f16 and bf16, accumulated in the
+  result's type as the program asks (and as IREE's kernel does); on CUDA
+  16-bit contractions need the tensor-core path, mma.sync, which IREE's
+  default codegen already uses (not built here yet);
 - either operand in either layout (B as [N, K]: attention's q k^T; the
   vector reads of a transposed operand are transposed in registers), the
   result as [M, N];
@@ -53,7 +55,7 @@ class MatmulParams:
     batch: bool  # a batch loop first: one batch element per workgroup (grid z)
 
 
-def _check(d: Dispatch) -> str | None:
+def _check(d: Dispatch, target: Target) -> str | None:
     """Why the matmul kernel does not take this dispatch, or None."""
     if not d.contractions:
         return "no contraction in the dispatch"
@@ -67,10 +69,10 @@ def _check(d: Dispatch) -> str | None:
     if not c.result_n_inner:
         return "a transposed result ([N, M]: not built yet)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
-    if types != {"f32"}:
+    if types != {"f32"} and not (types <= {"f16", "bf16"} and target.backend == "spirv"):
         return (
-            f"{'/'.join(sorted(types))} contraction: f32 only (f16/bf16 need the "
-            "tensor-core path, not built yet)"
+            f"{'/'.join(sorted(types))} contraction: f32 only on {target.backend} (f16/bf16 "
+            "need the tensor-core path there, mma.sync: not built yet)"
         )
     if c.init != "linalg.fill":
         return "its accumulator is not a linalg.fill"
@@ -124,7 +126,7 @@ def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, i
 
 
 def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
-    why = _check(d)
+    why = _check(d, target)
     if why:
         return None, why
     (c,) = d.contractions
@@ -155,8 +157,10 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
         batch=bool(c.batch),
     )
     batch = f"{c.batch[0]} x " if c.batch else ""
+    element = c.result.element_type
     return params, (
-        f"{batch}{m}x{k} @ {k}x{n} f32{' with its epilogue' if epilogue else ''}, {tm}x{tn} outputs "
+        f"{batch}{m}x{k} @ {k}x{n} {element}{' with its epilogue' if epilogue else ''}, "
+        f"{tm}x{tn} outputs "
         f"per thread in registers, K step {ks}, vector FMAs"
     )
 
