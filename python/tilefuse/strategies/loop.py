@@ -22,6 +22,7 @@ from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
 from .contract import Launch, Strategy
+from .sizes import largest_divisor_at_most
 
 MAX_RANK = 4
 # Leading dims beyond the grid's three become vector dims of each thread;
@@ -41,16 +42,6 @@ class LoopParams:
     thread_mapping: tuple[str, ...]
     vector_sizes: tuple[int, ...]  # each thread's vector; dims beyond the grid are serial
     exact: bool  # the tiles divide the shape: no masked transfers
-
-
-def _largest_divisor_at_most(n: int, limit: int) -> int:
-    best = 1
-    for d in range(1, math.isqrt(n) + 1):
-        if n % d == 0:
-            for c in (d, n // d):
-                if c <= limit:
-                    best = max(best, c)
-    return best
 
 
 def _check(d: Dispatch) -> str | None:
@@ -157,7 +148,7 @@ def _layout(
     if cols <= pref:
         threads_x, exact_x = cols, True
     else:
-        divisor = _largest_divisor_at_most(cols, pref)
+        divisor = largest_divisor_at_most(cols, pref)
         if divisor * 2 >= pref or exact_only:
             threads_x, exact_x = divisor, True
         else:
@@ -166,7 +157,7 @@ def _layout(
     if rank >= 2:
         m = shape[-2]
         want = max(1, min(m, pref // threads_x))
-        rows = _largest_divisor_at_most(m, want)
+        rows = largest_divisor_at_most(m, want)
         if rows * 2 < want and not exact_only:
             rows, exact_y = want, m % want == 0
     serial = math.prod(shape[: max(0, rank - 3)])

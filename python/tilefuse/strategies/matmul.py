@@ -30,6 +30,7 @@ from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
 from .contract import SKIP, Launch, Strategy
+from .sizes import largest_divisor_at_most
 
 # Per-thread tile sizes tried, largest first: a larger tile reuses each
 # loaded A and B element more (8x8 was fastest on lavapipe for 512^3, against
@@ -101,12 +102,6 @@ def _largest_dividing(n: int, sizes) -> int:
     return next(s for s in sizes if n % s == 0)
 
 
-def _threads(extent: int, tile: int, limit: int) -> int:
-    """The most threads, at most `limit`, whose tiles divide `extent`."""
-    count = extent // tile
-    return max(t for t in range(1, min(count, limit) + 1) if count % t == 0)
-
-
 def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, int]]:
     """(tm, tn, threads x, threads y) candidates, best first: the largest
     thread tile (more reuse of each loaded element) whose workgroup still
@@ -116,8 +111,8 @@ def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, i
         for tn in THREAD_TILE_SIZES:
             if m % tm or n % tn or tm * tn < MIN_THREAD_TILE:
                 continue
-            tx = _threads(n, tn, MAX_THREADS_X)
-            ty = _threads(m, tm, max(1, TARGET_THREADS // tx))
+            tx = largest_divisor_at_most(n // tn, MAX_THREADS_X)
+            ty = largest_divisor_at_most(m // tm, max(1, TARGET_THREADS // tx))
             found.append((tm, tn, tx, ty))
     full = [t for t in found if t[2] * t[3] >= target.subgroup_size]
     if full:

@@ -1,4 +1,18 @@
-"""Power-of-two rounding and row packing that the strategies' heuristics share."""
+"""Divisors, power-of-two rounding and row packing that the strategies'
+heuristics share."""
+
+import math
+
+
+def largest_divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of n that is <= limit (1 if none is larger)."""
+    best = 1
+    for d in range(1, math.isqrt(n) + 1):
+        if n % d == 0:
+            for c in (d, n // d):
+                if c <= limit:
+                    best = max(best, c)
+    return best
 
 
 def next_pow2(n: int) -> int:
