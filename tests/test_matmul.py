@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
+from iree.compiler import ir
 from support import filecheck
 
 
@@ -190,3 +191,44 @@ def test_f16_on_cuda_is_left_to_iree_with_the_reason():
     module = tilefuse.compile_program(program(32, 64, 32).replace("f32", "f16"), "cuda")
     (report,) = module.reports
     assert report.status == "fallback" and "f16 contraction: f32 only" in report.reason
+
+
+KERNELS = {
+    "a buffer is allocated": """func.func @k() {
+  %0 = memref.alloc() : memref<8x8xf32>
+  return
+}""",
+    "no vector.fma in a loop": """func.func @k(%a: vector<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %a) -> (vector<4xf32>) {
+    %m = arith.mulf %acc, %a : vector<4xf32>
+    scf.yield %m : vector<4xf32>
+  }
+  return
+}""",
+    "the K loop stores": """func.func @k(%a: vector<4xf32>, %out: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %a) -> (vector<4xf32>) {
+    %f = vector.fma %a, %a, %acc : vector<4xf32>
+    vector.transfer_write %f, %out[%c0] {in_bounds = [true]} : vector<4xf32>, memref<4xf32>
+    scf.yield %f : vector<4xf32>
+  }
+  return
+}""",
+}
+
+
+@pytest.mark.parametrize("why", list(KERNELS))
+def test_degraded_kernels_are_refused(why):
+    """What kernel/verify.py asks the matmul strategy after every build: each
+    of these degradations compiles and runs, so only the printout shows it."""
+    from tilefuse.irutil import context
+    from tilefuse.strategies import matmul
+
+    module = ir.Module.parse(KERNELS[why], context(unregistered=True))
+    func = module.body.operations[0].operation
+    assert why in matmul.kernel_refusal(func, None)

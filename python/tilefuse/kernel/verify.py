@@ -16,7 +16,7 @@ from iree.compiler import ir
 
 from ..errors import TilefuseError
 from ..irutil import context, symbol_name, walk
-from ..strategies import Choice
+from ..strategies import BY_NAME, Choice
 
 PRINT_HEADER = "[[[ IR printer: ]]]"
 # Ops a combine leaves when warp distribution did not take it apart.
@@ -90,7 +90,7 @@ def _parse_kernel(text: str) -> dict[str, str]:
     return kernels
 
 
-def _check_kernel(name: str, text: str) -> str | None:
+def _check_kernel(name: str, text: str, choice: Choice | None = None) -> str | None:
     ctx = context(unregistered=True)
     module = ir.Module.parse(text, ctx)  # keep it alive: func points into it
     func = module.body.operations[0].operation
@@ -105,6 +105,9 @@ def _check_kernel(name: str, text: str) -> str | None:
     serial = sorted({op.name for op in walk(func) if op.name in UNDISTRIBUTED_COMBINE})
     if serial:
         return f"{', '.join(serial)} left: a combine was not distributed over the threads"
+    record = BY_NAME[choice.strategy] if choice and choice.strategy else None
+    if record and record.kernel_refusal:
+        return record.kernel_refusal(func, choice.params)
     return None
 
 
@@ -130,7 +133,7 @@ def kernel_problems(choices: list[Choice], log: str) -> dict[str, str]:
                 f"was not applied); iree-compile said: {_tail(log)}"
             )
             continue
-        problem = _check_kernel(name, kernels[name])
+        problem = _check_kernel(name, kernels[name], c)
         if problem:
             problems[name] = f"{c.strategy} left a wrong kernel: {problem}"
     return problems

@@ -63,3 +63,7 @@ class Strategy:
     # Its finished SPIR-V kernel is spliced with aliased narrow accesses
     # (kernel/aliases.py): the printout compiles as is.
     alias_narrow_accesses: bool = False
+    # Why its printed kernel (the func.func) is not the kernel it promises,
+    # or None: a degradation that still compiles (kernel/verify.py asks it
+    # after the checks every kernel passes).
+    kernel_refusal: Callable[[ir.Operation, Params], str | None] | None = None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
+from ..irutil import walk
 from ..targets import Target
 from . import attrs
 from .contract import SKIP, Launch, Strategy
@@ -203,10 +204,31 @@ def attributes(p: MatmulParams, ctx: ir.Context) -> dict:
     }
 
 
+def kernel_refusal(func: ir.Operation, p: MatmulParams) -> str | None:
+    """Why a printed matmul kernel is not the register-blocked FMA kernel,
+    or None. Each of these compiled and ran, slower, while the script was
+    written: a copy of the tile per thread, a contraction left scalar, the
+    accumulators stored and reloaded every K step."""
+    ops = list(walk(func))
+    if any(op.name in ("memref.alloc", "memref.alloca") for op in ops):
+        return "a buffer is allocated in the kernel (a tile copied, not kept in registers)"
+    k_loops = [op for op in ops if op.name == "scf.for" and _holds(op, "vector.fma")]
+    if not k_loops:
+        return "no vector.fma in a loop (the contraction was not lowered to vector FMAs)"
+    if any(_holds(loop, "vector.transfer_write") for loop in k_loops):
+        return "the K loop stores (the accumulators are not kept in registers)"
+    return None
+
+
+def _holds(op: ir.Operation, name: str) -> bool:
+    return any(inner.name == name for inner in walk(op))
+
+
 STRATEGY = Strategy(
     name="matmul",
     plan=plan,
     describe=describe,
     attributes=attributes,
     steps=steps,
+    kernel_refusal=kernel_refusal,
 )
