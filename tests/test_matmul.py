@@ -90,6 +90,19 @@ def test_matmul_with_epilogue_on_vulkan(m, k, n, epilogue):
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
 
 
+@pytest.mark.parametrize("m,k,n,epilogue", [(1, 256, 128, "bias_relu"), (1, 100, 12, "residual")])
+def test_one_row_decode_shapes(m, k, n, epilogue):
+    """M = 1 (decode-time attention and MLPs): IREE makes it a linalg.vecmat
+    with no M loop; the kernel tiles N alone (the rows steps' _1d forms).
+    The planner leaves such a dot_general to IREE's formation, whose
+    codegen fails on the reshape it leaves inside a region; no fallback."""
+    result = tilefuse.compile_program(program(m, k, n, epilogue), "vulkan")
+    assert not result.notes, result.notes
+    (report,) = run(m, k, n, epilogue)
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert report.params.startswith(f"tile=[1, {n}] thread=[1, "), report.params
+
+
 @pytest.mark.parametrize("m,k,n,epilogue", TRANSPOSED_B)
 def test_transposed_b_on_vulkan(m, k, n, epilogue):
     (report,) = run(m, k, n, epilogue, b_layout="nk")

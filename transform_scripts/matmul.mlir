@@ -120,16 +120,44 @@ module attributes {transform.with_named_sequence} {
     transform.yield %t_matmul, %t_fill, %t_matmul : !transform.any_op, !transform.any_op, !transform.any_op
   }
 
-  // Step "epilogue_rows": the thread's epilogue in one-row, v-wide pieces
-  // (as step 4 does for the fill and the contraction), so that each piece
-  // reads the accumulator row piece the contraction left in registers. A
-  // bare contraction has none: @tilefuse_skip.
-  transform.named_sequence @tilefuse_matmul_epilogue_rows(%epilogue: !transform.any_op {transform.consumed}) {
-    %epilogue_row, %epilogue_m, %epilogue_n = transform.structured.tile_using_for %epilogue
+  // Steps "epilogue_rows", "fill_rows" and "k_rows": a thread's op in
+  // one-row, v-wide pieces, the loops unrolled (innermost first, so that the
+  // outer unroll copies an unrolled body). The epilogue's pieces then read
+  // the accumulator pieces the contraction left in registers, and every
+  // vector is 1-D. The _1d forms are for a contraction with no M loop
+  // (M = 1: IREE's vecmat), where the thread's tile is one row already; a
+  // bare contraction has no epilogue (@tilefuse_skip).
+  transform.named_sequence @tilefuse_matmul_rows(%op: !transform.any_op {transform.consumed}) {
+    %row, %m_loop, %n_loop = transform.structured.tile_using_for %op
         tile_sizes [1, 4] {tilefuse.param = "rows"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
-    transform.loop.unroll %epilogue_n factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
-    transform.loop.unroll %epilogue_m factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    transform.loop.unroll %n_loop factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
+    transform.loop.unroll %m_loop factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    transform.yield
+  }
+
+  transform.named_sequence @tilefuse_matmul_rows_1d(%op: !transform.any_op {transform.consumed}) {
+    %row, %n_loop = transform.structured.tile_using_for %op
+        tile_sizes [4] {tilefuse.param = "rows"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.loop.unroll %n_loop factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
+    transform.yield
+  }
+
+  transform.named_sequence @tilefuse_matmul_k_rows(%op: !transform.any_op {transform.consumed}) {
+    %row, %m_loop, %n_loop = transform.structured.tile_using_for %op
+        tile_sizes [1, 4, 0] {tilefuse.param = "k_rows"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
+    transform.loop.unroll %n_loop factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
+    transform.loop.unroll %m_loop factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    transform.yield
+  }
+
+  transform.named_sequence @tilefuse_matmul_k_rows_1d(%op: !transform.any_op {transform.consumed}) {
+    %row, %n_loop = transform.structured.tile_using_for %op
+        tile_sizes [4, 0] {tilefuse.param = "k_rows"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.loop.unroll %n_loop factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
     transform.yield
   }
 
@@ -147,19 +175,15 @@ module attributes {transform.with_named_sequence} {
         failures(propagate) (%func, %root) {tilefuse.step = "tile"}
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
 
-    // Step 3. One op per output row and vector: the epilogue, the fill and
-    // the K step's contraction (step 4) are each tiled into one-row, v-wide
-    // pieces and the loops unrolled (innermost first, so that the outer
-    // unroll copies an unrolled body). The row slices each writes are then
+    // Step 3. One op per output row and vector (the steps above): the
+    // epilogue, the fill and the K step's contraction (step 4) are each
+    // tiled into one-row, v-wide pieces. The row slices each writes are then
     // the ones the next reads (the folds of step 5 match them), and every
     // vector is 1-D (SPIR-V takes 1-D vectors of at most 4 elements).
-    transform.include @tilefuse_matmul_epilogue_rows failures(propagate) (%t_epilogue)
+    transform.include @tilefuse_matmul_rows failures(propagate) (%t_epilogue)
         {tilefuse.step = "epilogue_rows"} : (!transform.any_op) -> ()
-    %fill_row, %fill_m, %fill_n = transform.structured.tile_using_for %t_fill
-        tile_sizes [1, 4] {tilefuse.param = "rows"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
-    transform.loop.unroll %fill_n factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
-    transform.loop.unroll %fill_m factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    transform.include @tilefuse_matmul_rows failures(propagate) (%t_fill)
+        {tilefuse.step = "fill_rows"} : (!transform.any_op) -> ()
 
     // Step 4. The K loop: per step, a tm x tn x KS contraction, in row
     // pieces. Tagged, since vectorizing (step 5) consumes every handle into
@@ -168,11 +192,8 @@ module attributes {transform.with_named_sequence} {
         {tilefuse.param = "k_step"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.annotate %k_loop "tilefuse.k_loop" : !transform.any_op
-    %k_row, %k_m, %k_n = transform.structured.tile_using_for %k_matmul
-        tile_sizes [1, 4, 0] {tilefuse.param = "k_rows"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
-    transform.loop.unroll %k_n factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
-    transform.loop.unroll %k_m factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    transform.include @tilefuse_matmul_k_rows failures(propagate) (%k_matmul)
+        {tilefuse.step = "k_rows"} : (!transform.any_op) -> ()
     transform.apply_patterns to %func {
       transform.apply_patterns.canonicalization
     } : !transform.any_op

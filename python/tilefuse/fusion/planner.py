@@ -88,6 +88,11 @@ TRANSPOSED_FALLBACK = (
 # it forms itself, but inside a pre-formed region its codegen fails
 # ('vector.transfer_write ... workgroup distributed contexts') or runs for
 # minutes on the epilogue behind the expand_shape.
+UNIT_DIM_FALLBACK = (
+    "dot_general with a free dim of extent 1 (a vector-matrix product): ops left to "
+    "IREE, which reshapes its linalg.vecmat result inside the dispatch (in a region "
+    "its codegen fails on that store)"
+)
 RESHAPED_FALLBACK = (
     "dot_general with several free dims on one side: ops left to IREE, which moves "
     "the reshapes of its matmul form out of the dispatch (inside a region it cannot)"
@@ -121,6 +126,25 @@ def reshaped_contraction(node) -> bool:
             numbers[f"{side}_contracting_dimensions"]
         )
         if len(shape or []) - bound > 1:
+            return True
+    return False
+
+
+def unit_free_dim_contraction(node) -> bool:
+    """A dot_general with a free dim of extent 1 (M = 1 or N = 1: a
+    vector-matrix product). IREE rewrites it as linalg.vecmat / matvec and
+    reshapes the result back inside the dispatch; in a region the reshape
+    stays between the contraction and its epilogue, and IREE's SPIR-V
+    codegen fails on the store ("write affecting operations on global
+    resources are restricted to workgroup distributed contexts")."""
+    if node.name != "stablehlo.dot_general":
+        return False
+    numbers = _dot_numbers(node)
+    for side, shape in zip(("lhs", "rhs"), node.operand_shapes):
+        bound = set(
+            numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
+        )
+        if any(extent == 1 for i, extent in enumerate(shape or []) if i not in bound):
             return True
     return False
 
@@ -443,6 +467,9 @@ def plan_function(
         elif g.outlined and g.kind == "matmul" and reshaped_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = RESHAPED_FALLBACK
+        elif g.outlined and g.kind == "matmul" and unit_free_dim_contraction(graph.nodes[g.hero]):
+            g.outlined = False
+            g.why_not_outlined = UNIT_DIM_FALLBACK
         elif g.outlined and g.kind == "other":
             g.outlined = False
             g.why_not_outlined = OTHER

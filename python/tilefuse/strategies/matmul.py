@@ -55,6 +55,7 @@ class MatmulParams:
     vector: int  # elements per row piece (divides tn)
     epilogue: bool  # an elementwise root after the contraction (else bare)
     batch: bool  # a batch loop first: one batch element per workgroup (grid z)
+    m_loop: bool  # False: no M loop (M = 1, IREE's vecmat), tiles of N alone
 
 
 def _check(d: Dispatch, target: Target) -> str | None:
@@ -64,8 +65,12 @@ def _check(d: Dispatch, target: Target) -> str | None:
     if len(d.contractions) > 1:
         return f"{len(d.contractions)} contractions in the dispatch"
     (c,) = d.contractions
-    if len(c.batch) > 1 or len(c.m) != 1 or len(c.n) != 1 or len(c.k) != 1:
-        return f"contraction loops B{c.batch} M{c.m} N{c.n} K{c.k}: not one of each (B optional)"
+    if len(c.batch) > 1 or len(c.m) > 1 or len(c.n) != 1 or len(c.k) != 1:
+        return (
+            f"contraction loops B{c.batch} M{c.m} N{c.n} K{c.k}: not one of each (B and M optional)"
+        )
+    if c.batch and not c.m:
+        return "a batched vector-matrix product (not built yet)"
     if not c.loops_bmnk:
         return "its loops are not ordered batch, M, N, K"
     if not c.result_n_inner:
@@ -78,7 +83,7 @@ def _check(d: Dispatch, target: Target) -> str | None:
         )
     if c.init != "linalg.fill":
         return "its accumulator is not a linalg.fill"
-    if any(s < 0 for s in (*c.batch, c.m[0], c.n[0], c.k[0])):
+    if any(s < 0 for s in (*c.batch, *c.m, c.n[0], c.k[0])):
         return "dynamic shapes"
     # A binding's offset passed as a push constant (IREE's dispatch of a
     # slice of a larger buffer) is index arithmetic on the subspan, no work.
@@ -92,7 +97,7 @@ def _check(d: Dispatch, target: Target) -> str | None:
         return why
     if "reduction" in d.iterator_types:
         return "the root after the contraction reduces"
-    if d.loop_ranges != [*c.batch, c.m[0], c.n[0]] or not d.output_maps_identity:
+    if d.loop_ranges != [*c.batch, *c.m, c.n[0]] or not d.output_maps_identity:
         return "the root does not write the contraction's [B,] M, N in order"
     if [p == c.op for p in d.input_producers].count(True) != 1:
         return "the root reads the contraction more than once"
@@ -108,11 +113,13 @@ def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, i
     thread tile (more reuse of each loaded element) whose workgroup still
     fills a subgroup; when none does (a small matrix), the most threads."""
     found = []
+    # With one row (M = 1) every thread of the workgroup goes along N.
+    x_limit = TARGET_THREADS if m == 1 else MAX_THREADS_X
     for tm in THREAD_TILE_SIZES:
         for tn in THREAD_TILE_SIZES:
             if m % tm or n % tn or tm * tn < MIN_THREAD_TILE:
                 continue
-            tx = largest_divisor_at_most(n // tn, MAX_THREADS_X)
+            tx = largest_divisor_at_most(n // tn, x_limit)
             ty = largest_divisor_at_most(m // tm, max(1, TARGET_THREADS // tx))
             found.append((tm, tn, tx, ty))
     full = [t for t in found if t[2] * t[3] >= target.subgroup_size]
@@ -126,7 +133,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     if why:
         return None, why
     (c,) = d.contractions
-    m, n, k = c.m[0], c.n[0], c.k[0]
+    m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
     tiles = _thread_tiles(m, n, target)
     if not tiles:
         tm = _largest_dividing(m, THREAD_TILE_SIZES)
@@ -151,6 +158,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
         vector=math.gcd(tn, VECTOR),
         epilogue=epilogue,
         batch=bool(c.batch),
+        m_loop=bool(c.m),
     )
     batch = f"{c.batch[0]} x " if c.batch else ""
     element = c.result.element_type
@@ -162,13 +170,15 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
 
 
 def steps(p: MatmulParams) -> dict[str, str]:
-    """The script's optional steps: tiles with or without an epilogue."""
-    if p.epilogue:
-        return {
-            "tile": "tilefuse_matmul_tile_epilogue",
-            "epilogue_rows": "tilefuse_matmul_epilogue_rows",
-        }
-    return {"tile": "tilefuse_matmul_tile_bare", "epilogue_rows": SKIP}
+    """The script's optional steps: tiles with or without an epilogue, row
+    pieces with or without an M loop."""
+    rows = "tilefuse_matmul_rows" + ("" if p.m_loop else "_1d")
+    return {
+        "tile": "tilefuse_matmul_tile_" + ("epilogue" if p.epilogue else "bare"),
+        "epilogue_rows": rows if p.epilogue else SKIP,
+        "fill_rows": rows,
+        "k_rows": "tilefuse_matmul_k_rows" + ("" if p.m_loop else "_1d"),
+    }
 
 
 def describe(p: MatmulParams) -> str:
@@ -185,19 +195,23 @@ def attributes(p: MatmulParams, ctx: ir.Context) -> dict:
     # below the workgroup it has extent 1 and is not tiled again (size 0).
     lead, blocks = ((1,), ("z", "y", "x")) if p.batch else ((), ("y", "x"))
     below = (0,) * len(lead)
+    # With no M loop the tiles are of N alone (block x, thread x).
+    keep = slice(None) if p.m_loop else slice(1, None)
+    workgroup_tile, thread_tile = p.workgroup_tile[keep], p.thread_tile[keep]
+    blocks, threads, row = blocks[keep], ("y", "x")[keep], (1,)[keep]
     return {
         "matmul_operand": {"raw_position_list": attrs.i64_array([p.matmul_operand], ctx)},
         "workgroup_tile": {
-            "static_tile_sizes": attrs.i64_array((*lead, *p.workgroup_tile), ctx),
+            "static_tile_sizes": attrs.i64_array((*lead, *workgroup_tile), ctx),
             "mapping": attrs.mapping("block", blocks, ctx),
         },
         "thread_tile": {
-            "static_tile_sizes": attrs.i64_array((*below, *p.thread_tile), ctx),
-            "mapping": attrs.mapping("thread", ("y", "x"), ctx),
+            "static_tile_sizes": attrs.i64_array((*below, *thread_tile), ctx),
+            "mapping": attrs.mapping("thread", threads, ctx),
         },
-        "k_step": attrs.static_sizes([*below, 0, 0, p.k_step], ctx),
-        "rows": attrs.static_sizes([*below, 1, p.vector], ctx),
-        "k_rows": attrs.static_sizes([*below, 1, p.vector, 0], ctx),
+        "k_step": attrs.static_sizes([*below, *(0 for _ in row), 0, p.k_step], ctx),
+        "rows": attrs.static_sizes([*below, *row, p.vector], ctx),
+        "k_rows": attrs.static_sizes([*below, *row, p.vector, 0], ctx),
         "m_unroll": {"factor": attrs.i64(tm, ctx)},
         "n_unroll": {"factor": attrs.i64(tn // p.vector, ctx)},
         **attrs.workgroup(p.launch, ctx),
