@@ -245,3 +245,66 @@ def test_degraded_kernels_are_refused(why):
     module = ir.Module.parse(KERNELS[why], context(unregistered=True))
     func = module.body.operations[0].operation
     assert why in matmul.kernel_refusal(func, None)
+
+
+def _row_bias_to_f16(rng):
+    m, k, n = 48, 20, 36
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    r = rng.standard_normal(m)
+    text = f"""func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>,
+    %r: tensor<{m}xf32>) -> tensor<{m}x{n}xf16> {{
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %1 = stablehlo.broadcast_in_dim %r, dims = [0] : (tensor<{m}xf32>) -> tensor<{m}x{n}xf32>
+  %2 = stablehlo.subtract %0, %1 : tensor<{m}x{n}xf32>
+  %3 = stablehlo.convert %2 : (tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf16>
+  return %3 : tensor<{m}x{n}xf16>
+}}"""
+    args = [x.astype(np.float32) for x in (a, b, r)]
+    want = (args[0].astype(np.float64) @ args[1] - args[2][:, None]).astype(np.float16)
+    return text, args, want
+
+
+def _causal_mask_odd_k(rng):
+    m, k, n = 16, 7, 16
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
+    t = f"tensor<{m}x{n}"
+    text = f"""func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> {t}xf32> {{
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> {t}xf32>
+  %i = stablehlo.iota dim = 0 : {t}xi32>
+  %j = stablehlo.iota dim = 1 : {t}xi32>
+  %c = stablehlo.compare GE, %i, %j, SIGNED : ({t}xi32>, {t}xi32>) -> {t}xi1>
+  %low = stablehlo.constant dense<-1.0e9> : {t}xf32>
+  %y = stablehlo.select %c, %0, %low : {t}xi1>, {t}xf32>
+  return %y : {t}xf32>
+}}"""
+    rows, cols = np.indices((m, n))
+    return text, [a, b], np.where(rows >= cols, a.astype(np.float64) @ b, -1e9)
+
+
+def _narrow_n_scaled(rng):
+    m, k, n = 32, 12, 6
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
+    t = f"tensor<{m}x{n}xf32>"
+    text = f"""func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> {t} {{
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> {t}
+  %s = stablehlo.constant dense<0.125> : {t}
+  %y = stablehlo.multiply %0, %s : {t}
+  return %y : {t}
+}}"""
+    return text, [a, b], (a.astype(np.float64) @ b) * 0.125
+
+
+@pytest.mark.parametrize("case", [_row_bias_to_f16, _causal_mask_odd_k, _narrow_n_scaled])
+def test_epilogue_variety(case):
+    """A bias along M and a convert of the result to f16; an iota compare
+    and select (a causal mask) with K = 7 (K step 1); N = 6 (2-wide pieces)
+    times a scale."""
+    text, args, want = case(np.random.default_rng(0))
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    got = np.asarray(module.main(*args), np.float64)
+    np.testing.assert_allclose(got, np.asarray(want, np.float64), rtol=2e-3, atol=1e-4)
