@@ -297,11 +297,27 @@ def _narrow_n_scaled(rng):
     return text, [a, b], (a.astype(np.float64) @ b) * 0.125
 
 
-@pytest.mark.parametrize("case", [_row_bias_to_f16, _causal_mask_odd_k, _narrow_n_scaled])
+def _transposed_write(rng):
+    m, k, n = 24, 16, 40
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
+    text = f"""func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{n}x{m}xf32> {{
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<{m}x{n}xf32>) -> tensor<{n}x{m}xf32>
+  %2 = stablehlo.exponential %1 : tensor<{n}x{m}xf32>
+  return %2 : tensor<{n}x{m}xf32>
+}}"""
+    return text, [a * 0.25, b], np.exp((a.astype(np.float64) * 0.25 @ b).T)
+
+
+@pytest.mark.parametrize(
+    "case", [_row_bias_to_f16, _causal_mask_odd_k, _narrow_n_scaled, _transposed_write]
+)
 def test_epilogue_variety(case):
     """A bias along M and a convert of the result to f16; an iota compare
     and select (a causal mask) with K = 7 (K step 1); N = 6 (2-wide pieces)
-    times a scale."""
+    times a scale; an epilogue that writes the result transposed (a
+    gradient's (A @ B)^T: each row piece is stored with a stride)."""
     text, args, want = case(np.random.default_rng(0))
     module = tilefuse.compile(text, target="vulkan")
     (report,) = module.reports

@@ -97,8 +97,8 @@ def _check(d: Dispatch, target: Target) -> str | None:
         return why
     if "reduction" in d.iterator_types:
         return "the root after the contraction reduces"
-    if d.loop_ranges != [*c.batch, *c.m, c.n[0]] or not d.output_maps_identity:
-        return "the root does not write the contraction's [B,] M, N in order"
+    if d.loop_ranges != [*c.batch, *c.m, c.n[0]]:
+        return "the root's loops are not the contraction's [B,] M, N"
     if [p == c.op for p in d.input_producers].count(True) != 1:
         return "the root reads the contraction more than once"
     return None
