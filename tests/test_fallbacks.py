@@ -83,8 +83,8 @@ def test_wrong_kernel_is_withdrawn(monkeypatch):
     shipped: the dispatch is compiled again by IREE."""
     check = verify._check_kernel
 
-    def reject_loop(name, text):
-        return "rejected on purpose" if "elementwise" in name else check(name, text)
+    def reject_loop(name, text, choice=None):
+        return "rejected on purpose" if "elementwise" in name else check(name, text, choice)
 
     monkeypatch.setattr(verify, "_check_kernel", reject_loop)
     result = tilefuse.compile_program(TWO_DISPATCHES, "vulkan")
