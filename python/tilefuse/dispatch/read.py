@@ -237,6 +237,12 @@ def _analyse(func, executable: str) -> Dispatch:
         }
     d.combiners = _combiners(root, num_inputs)
     d.root_gathers = any(op.name == "tensor.extract" for op in walk(root))
+    if not d.loop_ranges:
+        # A named contraction root (a bare matmul) has no iterator_types:
+        # its loops, for explain, are the contraction's.
+        for c in d.contractions:
+            if c.op == root.name:
+                d.loop_ranges = [*c.batch, *c.m, *c.n, *c.k]
     return d
 
 
