@@ -104,6 +104,8 @@ class Dispatch:
     # The root's body reads a tensor by tensor.extract at computed indices (a
     # gather: embedding lookups, RoPE's rotate_half after IREE's rewrites).
     root_gathers: bool = False
+    # Each root input is read in the root's loop order (identity map).
+    input_maps_identity: list[bool] = field(default_factory=list)
     # Every contraction among the computing ops (a matmul group has one).
     contractions: list[Contraction] = field(default_factory=list)
 
@@ -230,6 +232,7 @@ def _analyse(func, executable: str) -> Dispatch:
         d.output_maps_identity = all(m == identity for m in maps[num_inputs:])
         d.loop_ranges = _loop_ranges(maps, [_operand(v) for v in operands], len(identity.results))
         d.input_inner_dims = [_inner_dim(m) for m in maps[:num_inputs]]
+        d.input_maps_identity = [m == identity for m in maps[:num_inputs]]
         d.pad_inputs = {
             i: _pad_problem(v.owner.operation, maps[i] == identity)
             for i, v in enumerate(operands[:num_inputs])

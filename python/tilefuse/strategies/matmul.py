@@ -101,6 +101,10 @@ def _check(d: Dispatch, target: Target) -> str | None:
         return "the root's loops are not the contraction's [B,] M, N"
     if [p == c.op for p in d.input_producers].count(True) != 1:
         return "the root reads the contraction more than once"
+    if not d.input_maps_identity[d.input_producers.index(c.op)]:
+        # Then its row pieces are not the contraction's row pieces; no
+        # program here does this, so it is refused rather than untested.
+        return "the root reads the contraction's result through a permutation"
     return None
 
 
