@@ -13,10 +13,12 @@ This first version takes what it can compile right and reports the rest:
   default codegen already uses (not built here yet);
 - either operand in either layout (B as [N, K]: attention's q k^T; the
   vector reads of a transposed operand are transposed in registers), the
-  result as [M, N];
-- one M, N and K loop, and at most one batch loop (batch_matmul: attention's
-  heads), in that order;
-- an elementwise root reading the contraction, or none (a bare matmul);
+  contraction's result as [M, N] (its epilogue may store it transposed);
+- one N and K loop, at most one M loop (M = 1 is IREE's vecmat, with none)
+  and at most one batch loop (batch_matmul: attention's heads), in the
+  order batch, M, N, K;
+- an elementwise root reading the contraction in its own loop order, or
+  none (a bare matmul);
 - tiles that divide M, N and K (the kernel is unmasked: see the script's
   header for why), with at least MIN_THREAD_TILE outputs per thread.
 """
@@ -37,7 +39,9 @@ from .sizes import largest_divisor_at_most
 # loaded A and B element more (8x8 was fastest on lavapipe for 512^3, against
 # 4x4 and 1x4: docs/findings.md, 'Matmul thread tiles').
 THREAD_TILE_SIZES = (8, 4, 2, 1)
-MIN_THREAD_TILE = 4  # outputs per thread; fewer: IREE's codegen does better
+# Outputs per thread, at least (smaller tiles were not measured: 1x4 already
+# took 2.4x IREE's time); fewer is left to IREE's codegen, reported.
+MIN_THREAD_TILE = 4
 TARGET_THREADS = 64  # threads per workgroup the chooser aims for
 MAX_THREADS_X = 16
 K_STEPS = (4, 2, 1)
