@@ -2,13 +2,16 @@
 // activation, residual) in one dispatch, register-blocked, FMA on vectors.
 //
 // Applies to a dispatch holding a linalg.fill, the contraction it
-// initializes (a matmul, generalized by IREE before this runs) and an
-// elementwise root reading the contraction's result, or the contraction
-// alone (the steps "tile" and "epilogue_rows" differ; the chooser picks). Each workgroup computes
-// a TM x TN tile of the root; each thread a tm x tn tile of it, held in
-// registers as tm rows of 1-D vectors across the K loop, and the epilogue
-// is applied to those registers before the one store. Nothing goes through
-// global memory between the contraction and its epilogue.
+// initializes (a matmul, batch_matmul or vecmat, generalized by IREE before
+// this runs) and an elementwise root reading the contraction's result, or
+// the contraction alone. The optional steps ("tile", "epilogue_rows",
+// "fill_rows", "k_rows") are chosen per dispatch by the chooser: with or
+// without an epilogue, with or without an M loop. Each workgroup computes a
+// TM x TN tile of the root (one batch element per workgroup); each thread a
+// tm x tn tile of it, held in registers as tm rows of 1-D vectors across
+// the K loop, and the epilogue is applied to those registers before the one
+// store. Nothing goes through global memory between the contraction and its
+// epilogue.
 //
 // Tiles divide the shapes exactly (the chooser picks divisors,
 // python/tilefuse/strategies/matmul.py): every tensor between fill,
@@ -28,6 +31,8 @@
 //                      thread's op split into one-row, v-wide pieces, then
 //                      unrolled (SPIR-V takes 1-D vectors of at most 4)
 //   m_unroll, n_unroll the trip counts of those two loops (tm, tn / v)
+// (A batch loop adds a leading 1 to workgroup_tile and 0 to the others; no
+// M loop drops the M entries.)
 //   workgroup_dims, translation_info: [TN / tn, TM / tm, 1] threads
 module attributes {transform.with_named_sequence} {
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
