@@ -550,9 +550,7 @@ class OwnFormation:
 
     def _phase1_args(self) -> tuple:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        source = phase1_input(self.program, self.target, self.workdir)
-        flags = phase1_flags(self.options, self.workdir)
-        return source, self.target, self.workdir, flags, self.options.timeout_s
+        return phase1_args(self.program, self.target, self.workdir, self.options)
 
     def start(self, pool: ThreadPoolExecutor) -> None:
         self.future = pool.submit(phase1_executable_sources, *self._phase1_args())
@@ -660,15 +658,15 @@ def fusion_stage(c: Compilation) -> None:
 
 def phase1_stage(c: Compilation) -> None:
     set_sources(
-        c,
-        phase1_executable_sources(
-            phase1_input(c.phase1_program, c.target, c.workdir),
-            c.target,
-            c.workdir,
-            phase1_flags(c.options, c.workdir),
-            c.options.timeout_s,
-        ),
+        c, phase1_executable_sources(*phase1_args(c.phase1_program, c.target, c.workdir, c.options))
     )
+
+
+def phase1_args(program: Program, target: Target, workdir: Path, options: Options) -> tuple:
+    """phase1_executable_sources' arguments for `program` in `workdir` (its
+    input file is written here, on the caller's thread)."""
+    source = phase1_input(program, target, workdir)
+    return source, target, workdir, phase1_flags(options, workdir), options.timeout_s
 
 
 def set_sources(c: Compilation, sources: Path) -> None:

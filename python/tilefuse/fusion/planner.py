@@ -115,19 +115,25 @@ def _dot_numbers(node) -> dict[str, list[int]]:
     return numbers
 
 
+def _free_extents(node) -> list[list[int]]:
+    """Per operand of a dot_general, the extents of its free dims (neither
+    batch nor contracting)."""
+    numbers = _dot_numbers(node)
+    free = []
+    for side, shape in zip(("lhs", "rhs"), node.operand_shapes):
+        bound = set(
+            numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
+        )
+        free.append([extent for i, extent in enumerate(shape or []) if i not in bound])
+    return free
+
+
 def reshaped_contraction(node) -> bool:
     """A dot_general whose linalg form needs reshapes: more than one free
     (neither batch nor contracting) dim on an operand."""
     if node.name != "stablehlo.dot_general":
         return False
-    numbers = _dot_numbers(node)
-    for side, shape in zip(("lhs", "rhs"), node.operand_shapes):
-        bound = len(numbers[f"{side}_batching_dimensions"]) + len(
-            numbers[f"{side}_contracting_dimensions"]
-        )
-        if len(shape or []) - bound > 1:
-            return True
-    return False
+    return any(len(extents) > 1 for extents in _free_extents(node))
 
 
 def unit_free_dim_contraction(node) -> bool:
@@ -139,14 +145,7 @@ def unit_free_dim_contraction(node) -> bool:
     resources are restricted to workgroup distributed contexts")."""
     if node.name != "stablehlo.dot_general":
         return False
-    numbers = _dot_numbers(node)
-    for side, shape in zip(("lhs", "rhs"), node.operand_shapes):
-        bound = set(
-            numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
-        )
-        if any(extent == 1 for i, extent in enumerate(shape or []) if i not in bound):
-            return True
-    return False
+    return any(1 in extents for extents in _free_extents(node))
 
 
 def plain_contraction(node) -> bool:
