@@ -28,7 +28,7 @@ are derived from the function, the kind, the hero and the hero's position.
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from ..hlo.ops import bytes_of
+from ..hlo.ops import bytes_of, dot_numbers
 from ..targets import Target
 from . import pads
 from .catalogue import NO_PAD_READER, KernelCatalogue
@@ -99,26 +99,10 @@ RESHAPED_FALLBACK = (
 )
 
 
-def _dot_numbers(node) -> dict[str, list[int]]:
-    text = str(node.op.attributes["dot_dimension_numbers"])
-    numbers = {}
-    for key in (
-        "lhs_batching_dimensions",
-        "rhs_batching_dimensions",
-        "lhs_contracting_dimensions",
-        "rhs_contracting_dimensions",
-    ):
-        _, sep, rest = text.partition(key + " = [")
-        numbers[key] = (
-            [int(x) for x in rest.split("]", 1)[0].split(",") if x.strip()] if sep else []
-        )
-    return numbers
-
-
 def _free_extents(node) -> list[list[int]]:
     """Per operand of a dot_general, the extents of its free dims (neither
     batch nor contracting)."""
-    numbers = _dot_numbers(node)
+    numbers = dot_numbers(node.op)
     free = []
     for side, shape in zip(("lhs", "rhs"), node.operand_shapes):
         bound = set(
@@ -153,7 +137,7 @@ def plain_contraction(node) -> bool:
     dim, rhs its first non-batch dim (no operand transpose needed)."""
     if node.name != "stablehlo.dot_general":
         return node.name == "stablehlo.dot"
-    numbers = _dot_numbers(node)
+    numbers = dot_numbers(node.op)
     batch = len(numbers["lhs_batching_dimensions"])
     lhs_rank = len(node.operand_shapes[0] or [])
     return (

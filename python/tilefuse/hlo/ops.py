@@ -163,3 +163,34 @@ def bytes_of(t: ir.Type) -> int:
     for d in st.shape:
         count *= d
     return count * max(element_bits(t), 8) // 8
+
+
+DOT_DIMENSION_KEYS = (
+    "lhs_batching_dimensions",
+    "rhs_batching_dimensions",
+    "lhs_contracting_dimensions",
+    "rhs_contracting_dimensions",
+)
+
+
+def dot_numbers(op: ir.Operation) -> dict[str, list[int]]:
+    """The batching and contracting dims of a stablehlo.dot_general (keys
+    DOT_DIMENSION_KEYS); a stablehlo.dot contracts lhs's last dim with rhs's
+    first. Read from the attribute as printed: the wheel has no StableHLO
+    attribute bindings."""
+    if op.name == "stablehlo.dot":
+        lhs_rank = len(ir.ShapedType(op.operands[0].type).shape)
+        return {
+            "lhs_batching_dimensions": [],
+            "rhs_batching_dimensions": [],
+            "lhs_contracting_dimensions": [lhs_rank - 1],
+            "rhs_contracting_dimensions": [0],
+        }
+    text = str(op.attributes["dot_dimension_numbers"])
+    numbers = {}
+    for key in DOT_DIMENSION_KEYS:
+        _, sep, rest = text.partition(key + " = [")
+        numbers[key] = (
+            [int(x) for x in rest.split("]", 1)[0].split(",") if x.strip()] if sep else []
+        )
+    return numbers
