@@ -198,14 +198,6 @@ def test_f16_and_bf16_on_vulkan(dtype, m, k, n, epilogue):
     assert err <= 2 * eps * np.sqrt(k) * np.max(np.abs(a64 @ b64)), err
 
 
-def test_f16_on_cuda_is_left_to_iree_with_the_reason():
-    """On CUDA a 16-bit contraction needs tensor cores (mma.sync), which
-    IREE's default codegen uses and this kernel does not yet."""
-    module = tilefuse.compile_program(program(32, 64, 32).replace("f32", "f16"), "cuda")
-    (report,) = module.reports
-    assert report.status == "fallback" and "f16 contraction: f32 only" in report.reason
-
-
 KERNELS = {
     "a buffer is allocated": """func.func @k() {
   %0 = memref.alloc() : memref<8x8xf32>

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..dispatch.read import Dispatch
 from ..fusion.catalogue import GroupKernel, KernelCatalogue
 from ..targets import Target
-from . import column_reduction, loop, matmul, row_reduction, row_warp, softmax
+from . import column_reduction, loop, matmul, matmul_mma, row_reduction, row_warp, softmax
 from .contract import Params, Strategy
 
 # Tried in order; the first that applies wins.
@@ -22,6 +22,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     column_reduction.STRATEGY,
     softmax.STRATEGY,
     matmul.STRATEGY,
+    matmul_mma.STRATEGY,
 )
 BY_NAME = {s.name: s for s in STRATEGIES}
 

@@ -1,0 +1,274 @@
+"""Parameters of the tensor-core matmul kernel (transform_scripts/matmul_mma.mlir).
+
+Seed: the Ampere GEMM of CUTLASS, IREE's and XLA's: a workgroup computes a
+TM x TN tile, stepping over K by KT; each step's A and B slices go to
+workgroup memory by 16-byte cp.async, `depth` steps in flight; each warp
+reads its WM x WN piece back with ldmatrix and multiplies on tensor cores
+(mma.sync m16n8k16), the accumulators in registers across the K loop. The
+epilogue reads the accumulator tile from workgroup memory (nvgpu's mma.sync
+fragments take no elementwise ops), spread over all threads.
+
+Takes, on CUDA (sm_80 and later):
+- f16 operands, the contraction accumulating in f16 (JAX's f16 dot_general)
+  or f32 (a dot_general with an f32 result); bf16 is refused: IREE 3.13's
+  mma.sync conversion fails on bf16 reads from workgroup memory;
+- A as [M, K], B as [K, N] or [N, K] (attention's q k^T), at most one batch
+  loop (one batch element per workgroup), an elementwise epilogue or none;
+- tiles that divide M, N and K (K a multiple of 16), and at most
+  SHARED_LIMIT bytes of workgroup memory.
+Its numerics have not been checked on a GPU (none was available); the
+schedule's tiling, staging, distribution and epilogue were checked on
+lavapipe with the tensor-core steps replaced by a plain contraction
+(docs/findings.md, 'The tensor-core matmul script').
+"""
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from ..dispatch.read import Dispatch
+from ..irutil import walk
+from ..targets import Target
+from . import attrs
+from .contract import SKIP, Launch, Strategy
+from .matmul import structure_refusal
+
+# Workgroup tiles tried, largest first (fewer loads of A and B per output).
+WORKGROUP_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+MAX_WARP_TILE = 64  # 64x64 f32 accumulators: 128 registers per thread
+K_TILES = (32, 16)  # a multiple of mma.sync's k16
+COPY_WIDTH = 8  # f16 elements per cp.async (16 bytes)
+PIPELINE_DEPTH = 3  # the pipeliner leaves depth 2 unpipelined, silently
+# IREE's CUDA kernels take workgroup memory dynamically; more than 48 KiB
+# needs the launch to opt in, which was not verified for IREE's runtime.
+SHARED_LIMIT = 48 * 1024
+ACCUMULATOR_BYTES = {"f16": 2, "f32": 4}
+
+
+@dataclass(frozen=True)
+class MatmulMmaParams:
+    launch: Launch
+    matmul_operand: int  # the root's input the contraction produces
+    workgroup_tile: tuple[int, int]  # (TM, TN)
+    warp_tile: tuple[int, int]  # (WM, WN)
+    k_tile: int
+    copy_a_rows: int  # rows of a thread's [rows, 8] piece of A's TM x KT slice
+    copy_b_rows: int  # the same for B's slice (KT x TN, or TN x KT transposed)
+    epilogue_rows: int  # rows of a thread's [rows, 8] piece of the epilogue and fill
+    depth: int
+    shared_bytes: int
+    epilogue: bool
+    batch: bool
+
+
+def _check(d: Dispatch, target: Target) -> str | None:
+    if target.backend != "cuda":
+        return f"tensor cores through mma.sync: CUDA only ({target.backend} target)"
+    why = structure_refusal(d)
+    if why:
+        return why
+    (c,) = d.contractions
+    if {c.lhs.element_type, c.rhs.element_type} != {"f16"}:
+        types = "/".join(sorted({c.lhs.element_type, c.rhs.element_type}))
+        if "bf16" in types:
+            return "bf16 operands: IREE 3.13's mma.sync conversion fails on them"
+        return f"{types} operands (f16 only)"
+    if c.result.element_type not in ACCUMULATOR_BYTES:
+        return f"a {c.result.element_type} accumulator (f16 or f32)"
+    if not c.m:
+        return "no M loop (a vector-matrix product)"
+    if not c.lhs_k_inner:
+        return "A stored as [K, M] (not built)"
+    return None
+
+
+def _warps(tm: int, tn: int) -> tuple[int, int] | None:
+    """(WM, WN): a 2 x 2 grid of warps where the tile allows, each warp's
+    piece a whole number of m16n8 tiles and at most MAX_WARP_TILE a side."""
+    wm = tm // 2 if tm >= 32 else tm
+    wn = tn // 2 if tn >= 16 else tn
+    if wm % 16 or wn % 8 or wm > MAX_WARP_TILE or wn > MAX_WARP_TILE:
+        return None
+    return wm, wn
+
+
+def _pieces(rows: int, cols: int, threads: int) -> int | None:
+    """Rows of a thread's [r, 8] piece when a rows x cols slice is split
+    into exactly `threads` pieces, or None."""
+    pieces = rows * cols // COPY_WIDTH
+    if cols % COPY_WIDTH or pieces % threads:
+        return None
+    r = pieces // threads
+    return r if r >= 1 and rows % r == 0 else None
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    tm: int
+    tn: int
+    wm: int
+    wn: int
+    kt: int
+    threads: int
+    ra: int  # rows of a thread's [ra, 8] piece of A's slice
+    rb: int  # the same for B
+    re: int  # the same for the epilogue and the fill
+    shared: int  # bytes of workgroup memory
+
+
+def _config(
+    m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulator: str
+) -> TileConfig | None:
+    """The first (largest) tile configuration that fits, or None."""
+    for kt in K_TILES:
+        if k % kt:
+            continue
+        for tm, tn in WORKGROUP_TILES:
+            warps = _warps(tm, tn)
+            if m % tm or n % tn or warps is None:
+                continue
+            wm, wn = warps
+            threads = 32 * (tm // wm) * (tn // wn)
+            ra = _pieces(tm, kt, threads)
+            rb = _pieces(tn, kt, threads) if b_k_inner else _pieces(kt, tn, threads)
+            re = max(1, tm * tn // COPY_WIDTH // threads)
+            if ra is None or rb is None or tm % re or (tm // re) * (tn // COPY_WIDTH) > threads:
+                continue
+            shared = PIPELINE_DEPTH * (tm * kt + kt * tn) * 2
+            if epilogue:
+                shared += tm * tn * ACCUMULATOR_BYTES[accumulator]
+            if shared > SHARED_LIMIT:
+                continue
+            return TileConfig(tm, tn, wm, wn, kt, threads, ra, rb, re, shared)
+    return None
+
+
+def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
+    why = _check(d, target)
+    if why:
+        return None, why
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    epilogue = d.root_op != c.op
+    accumulator = c.result.element_type
+    cfg = _config(m, n, k, epilogue, c.rhs_k_inner, accumulator)
+    if cfg is None:
+        return None, (
+            f"no tile configuration divides {m}x{n}x{k} (M, N by 32-128 and K by 16 or 32, "
+            f"with {SHARED_LIMIT // 1024} KiB of workgroup memory)"
+        )
+    tm, tn, wm, wn = cfg.tm, cfg.tn, cfg.wm, cfg.wn
+    grid = (n // tn, m // tm, c.batch[0] if c.batch else 1)
+    why = target.grid_refusal(grid)
+    if why:
+        return None, why
+    params = MatmulMmaParams(
+        launch=Launch(grid, (32 * (tn // wn), tm // wm, 1), target.subgroup_size),
+        matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
+        workgroup_tile=(tm, tn),
+        warp_tile=(wm, wn),
+        k_tile=cfg.kt,
+        copy_a_rows=cfg.ra,
+        copy_b_rows=cfg.rb,
+        epilogue_rows=cfg.re,
+        depth=PIPELINE_DEPTH,
+        shared_bytes=cfg.shared,
+        epilogue=epilogue,
+        batch=bool(c.batch),
+    )
+    batch = f"{c.batch[0]} x " if c.batch else ""
+    return params, (
+        f"{batch}{m}x{k} @ {k}x{n} f16 -> {accumulator}"
+        f"{' with its epilogue' if epilogue else ''}: mma.sync m16n8k16, "
+        f"{PIPELINE_DEPTH}-stage cp.async, ldmatrix"
+    )
+
+
+def steps(p: MatmulMmaParams) -> dict[str, str]:
+    return {
+        "tile": "tilefuse_matmul_mma_tile_" + ("epilogue" if p.epilogue else "bare"),
+        "epilogue_threads": "tilefuse_matmul_mma_epilogue_threads" if p.epilogue else SKIP,
+    }
+
+
+def describe(p: MatmulMmaParams) -> str:
+    return (
+        f"tile={list(p.workgroup_tile)} warp={list(p.warp_tile)} k_tile={p.k_tile} "
+        f"depth={p.depth} shared={p.shared_bytes}B grid={list(p.launch.grid)} "
+        f"wg={list(p.launch.workgroup)}"
+    )
+
+
+def attributes(p: MatmulMmaParams, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/matmul_mma.mlir."""
+    # A batch loop comes first: one batch element per workgroup (block z);
+    # below the workgroup it is not tiled again (size 0).
+    lead, blocks = ((1,), ("z", "y", "x")) if p.batch else ((), ("y", "x"))
+    below = (0,) * len(lead)
+    sizes = {
+        "workgroup_tile": (*lead, *p.workgroup_tile),
+        "warp_tile": (*below, *p.warp_tile),
+        "copy_a_tile": (*below, p.copy_a_rows, COPY_WIDTH),
+        "copy_b_tile": (*below, p.copy_b_rows, COPY_WIDTH),
+        "epilogue_tile": (*below, p.epilogue_rows, COPY_WIDTH),
+        "fill_tile": (*below, p.epilogue_rows, COPY_WIDTH),
+    }
+    values = {tag: {"static_tile_sizes": attrs.i64_array(v, ctx)} for tag, v in sizes.items()}
+    values["workgroup_tile"]["mapping"] = attrs.mapping("block", blocks, ctx)
+    return {
+        **values,
+        "matmul_operand": {"raw_position_list": attrs.i64_array([p.matmul_operand], ctx)},
+        "k_tile": attrs.static_sizes([*below, 0, 0, p.k_tile], ctx),
+        "multibuffer_depth": {"factor": attrs.i64(p.depth, ctx)},
+        "pipeline_depth": {"depth": attrs.i64(p.depth, ctx)},
+        **attrs.workgroup(p.launch, ctx),
+    }
+
+
+# The printed kernel's ops that show each promise kept (a kernel that
+# compiles without one of them degraded silently: shared/IREE_NOTES.md).
+PROMISED_OPS = {
+    "nvgpu.mma.sync": "no mma.sync (the contraction did not reach tensor cores)",
+    "nvgpu.ldmatrix": "no ldmatrix (operands read from workgroup memory element by element)",
+    "nvgpu.device_async_copy": "no cp.async (operands not staged asynchronously)",
+}
+
+
+def kernel_refusal(func: ir.Operation, p: MatmulMmaParams) -> str | None:
+    """Why a printed kernel is not the tensor-core kernel, or None."""
+    names = {op.name for op in walk(func)}
+    for name, why in PROMISED_OPS.items():
+        if name not in names:
+            return why
+    # Pipelined: the copies of later steps are issued before the loop.
+    loops = [op for op in walk(func) if op.name == "scf.for"]
+    if not any(_holds(op, "nvgpu.device_async_copy") for op in loops):
+        return "no cp.async in a loop"
+    if not any(op.name == "nvgpu.device_async_copy" and not _in_loop(op) for op in walk(func)):
+        return "the K loop is not pipelined (no cp.async issued before it)"
+    return None
+
+
+def _holds(op: ir.Operation, name: str) -> bool:
+    return any(inner.name == name for inner in walk(op))
+
+
+def _in_loop(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None:
+        if parent.name == "scf.for":
+            return True
+        if parent.name == "func.func":
+            return False
+        parent = parent.parent
+    return False
+
+
+STRATEGY = Strategy(
+    name="matmul_mma",
+    plan=plan,
+    describe=describe,
+    attributes=attributes,
+    steps=steps,
+    kernel_refusal=kernel_refusal,
+)

@@ -1,0 +1,111 @@
+"""The tensor-core matmul kernel (strategies/matmul_mma.py,
+transform_scripts/matmul_mma.mlir) on CUDA: which contractions it takes, and
+what each build must contain. No GPU runs these kernels here, so the checks
+are the ones that catch its silent degradations (shared/IREE_NOTES.md): the
+PTX holds mma.sync, ldmatrix and a pipelined cp.async loop, and ptxas
+assembles it for sm_80 and sm_90 with 0 spills."""
+
+import re
+
+import pytest
+import tilefuse
+from iree.compiler import ir
+from test_matmul import program
+from tilefuse.strategies import matmul_mma
+
+
+def f16_program(m, k, n, epilogue="bias_relu", b_layout="kn", result="f16"):
+    """test_matmul's program in f16; with result="f32" the dot_general
+    accumulates (and returns) f32, the epilogue stays f32."""
+    text = program(m, k, n, epilogue, b_layout).replace("f32", "f16")
+    if result == "f32":
+        text = text.replace(f"-> tensor<{m}x{n}xf16>\n  %bias", f"-> tensor<{m}x{n}xf32>\n  %bias")
+        assert epilogue == "none"
+        text = text.replace(f"-> tensor<{m}x{n}xf16> {{", f"-> tensor<{m}x{n}xf32> {{")
+        text = text.replace(f"return %0 : tensor<{m}x{n}xf16>", f"return %0 : tensor<{m}x{n}xf32>")
+    return text
+
+
+BATCHED = """func.func @main(%a: tensor<4x64x64xf16>, %b: tensor<4x64x128xf16>) -> tensor<4x64x128xf16> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<4x64x64xf16>, tensor<4x64x128xf16>) -> tensor<4x64x128xf16>
+  %y = stablehlo.exponential %0 : tensor<4x64x128xf16>
+  return %y : tensor<4x64x128xf16>
+}"""
+
+FORMS = {
+    "f16 result, bias + relu": f16_program(256, 256, 256),
+    "f32 result, bare": f16_program(128, 64, 128, "none", result="f32"),
+    "B as [N, K], residual + tanh": f16_program(128, 128, 64, "residual", b_layout="nk"),
+    "batched, exp": BATCHED,
+}
+
+
+def ptx_counts(ptx: str) -> dict[str, int]:
+    return {
+        "mma": len(re.findall(r"mma\.sync\.aligned\.m16n8k16", ptx)),
+        "ldmatrix": len(re.findall(r"ldmatrix\.sync", ptx)),
+        "cp.async": len(re.findall(r"cp\.async\.c[ga]\.shared", ptx)),
+        "wait_group": len(re.findall(r"cp\.async\.wait_group", ptx)),
+    }
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_tensor_core_kernel_builds(form, tmp_path):
+    result = tilefuse.compile_program(FORMS[form], "cuda", dump_dir=tmp_path)
+    (report,) = [r for r in result.reports if r.strategy == "matmul_mma"]
+    assert report.status == "applied", report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+    (ptx,) = (tmp_path / "binaries").glob("*.ptx")
+    counts = ptx_counts(ptx.read_text())
+    assert all(counts.values()), counts
+    # Pipelined: copies for the first stages are issued before the loop, so
+    # there are more cp.async than one step's copies, and the loop waits for
+    # all but the newest group.
+    assert re.search(r"cp\.async\.wait_group\s+1;", ptx.read_text()), counts
+    assert counts["cp.async"] > 2 * counts["wait_group"], counts
+
+
+def test_sm90_assembles_without_spills():
+    (report,) = tilefuse.compile_program(f16_program(256, 256, 256), "cuda-sm90").reports
+    assert (report.strategy, report.status) == ("matmul_mma", "applied"), report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+
+
+def test_bf16_takes_the_fma_kernel_with_the_reason():
+    """IREE 3.13 reaches no tensor cores for bf16 from a script, and its own
+    codegen fails on this dispatch ("failed to distribute"): the FMA matmul
+    kernel compiles it (its numerics are checked on Vulkan, test_matmul)."""
+    text = program(64, 64, 64).replace("f32", "bf16")
+    (report,) = tilefuse.compile_program(text, "cuda").reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+
+
+@pytest.mark.parametrize(
+    "m,n,k,epilogue,tile",
+    [
+        (1024, 1024, 1024, False, (128, 128)),  # 48 KiB of operand stages
+        (1024, 1024, 1024, True, (64, 64)),  # + a 64x64 f16 accumulator tile
+        (96, 64, 64, True, (32, 64)),
+        (50, 64, 64, False, None),  # M not a multiple of 16
+        (64, 64, 40, False, None),  # K not a multiple of 16
+    ],
+)
+def test_tile_choice(m, n, k, epilogue, tile):
+    cfg = matmul_mma._config(m, n, k, epilogue, b_k_inner=False, accumulator="f16")
+    if tile is None:
+        assert cfg is None
+        return
+    assert (cfg.tm, cfg.tn) == tile
+    assert cfg.shared <= matmul_mma.SHARED_LIMIT
+    # Each thread copies whole 16-byte pieces, all threads the same count.
+    assert cfg.ra * cfg.threads * 8 == cfg.tm * cfg.kt
+    assert cfg.rb * cfg.threads * 8 == cfg.tn * cfg.kt
+
+
+def test_kernels_without_tensor_core_ops_are_refused():
+    """kernel/verify.py asks the strategy after every build (an applied
+    report above means it passed); a kernel without mma.sync is refused."""
+    func = ir.Module.parse("func.func @k() {\n  return\n}", ir.Context()).body.operations[0]
+    assert "no mma.sync" in matmul_mma.kernel_refusal(func.operation, None)
