@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 from tilefuse.bench.costmodel import DispatchCost, io_floor, program_costs
+from tilefuse.bench.gpu import max_abs_error
 from tilefuse.bench.gpus import Gpu, SmLimits, dispatch_seconds, occupancy, program_seconds
 from tilefuse.bench.measure import compile_iree
-from tilefuse.bench.run import max_abs_error, timing_repeat
+from tilefuse.bench.run import timing_repeat
 from tilefuse.driver import phase1_executable_sources
 from tilefuse.frontend import load_program
 from tilefuse.irutil import walk

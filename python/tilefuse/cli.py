@@ -175,6 +175,13 @@ def cmd_bench(args) -> None:
     from .bench.report import kernel_table, summary_table, to_json, write_report
     from .bench.run import BenchOptions, bench
 
+    if args.run_bundle:
+        from .bench import gpu
+
+        run = gpu.run_and_report(Path(args.run_bundle), args.device, args.repeats, args.warmup)
+        if gpu.failed(run):
+            raise TilefuseError(f"numerics failed for {', '.join(gpu.failed(run))}")
+        return
     load_gpu(args.gpu)  # an unknown GPU fails before minutes of compiling
     options = BenchOptions(
         target=args.target,
@@ -189,6 +196,16 @@ def cmd_bench(args) -> None:
         keep_going=args.keep_going,
         compile_timings=args.compile_timings,
     )
+    if args.bundle:
+        from .bench.bundle import write_bundle
+
+        out = write_bundle(args.models, options, Path(args.bundle), progress=ProgressBar())
+        print(
+            f"wrote {out}: run it where the device is with "
+            f"`cd {out} && python -m tilefuse_run.bench.gpu .`",
+            file=sys.stderr,
+        )
+        return
     skipped: list[tuple[str, str]] = []
     results = bench(args.models, options, progress=ProgressBar(), skipped=skipped)
     for name, why in skipped:
@@ -307,6 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--device", help="runtime device (default: the target's driver)")
     b.add_argument("--work-dir", help="keep every intermediate file here")
+    b.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="compile only, and write DIR: both compilers' modules and a runner for a "
+        "machine with the device and only numpy and iree.runtime (docs/gpu-results.md)",
+    )
+    b.add_argument(
+        "--run",
+        dest="run_bundle",
+        metavar="DIR",
+        help="run a --bundle directory on this machine's device and write DIR/results.json",
+    )
     b.set_defaults(func=cmd_bench)
 
     f = sub.add_parser("flags", help="flags that make a plain iree-compile use tilefuse's library")

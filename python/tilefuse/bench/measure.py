@@ -22,6 +22,7 @@ from ..runtime import CompiledModule, open_device
 from ..targets import Target, load_target, target_names
 from ..toolchain import iree_compile, scheduled_dispatches, statistics_flags
 from .costmodel import ProgramCosts, program_costs
+from .gpu import time_interleaved
 from .gpus import occupancy, sm_limits
 
 # Lavapipe's fence waits return on a ~4 ms grid, coarser than many kernels.
@@ -226,14 +227,9 @@ def run_and_time(
         run.outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
     functions = [CompiledModule(r.timing_vmfb, device, config=config)[function] for r in runs]
     device_args = [f.to_device(*inputs) for f in functions]
-    for _ in range(warmup):
-        for f, args in zip(functions, device_args):
-            f.invoke(args)
-    for _ in range(repeats):
-        for run, f, args in zip(runs, functions, device_args):
-            start = time.perf_counter()
-            f.invoke(args)
-            run.wall_seconds.append((time.perf_counter() - start) / run.timing_repeat)
+    counts = [r.timing_repeat for r in runs]
+    for run, times in zip(runs, time_interleaved(functions, device_args, counts, repeats, warmup)):
+        run.wall_seconds.extend(times)
 
 
 def median(values: list[float]) -> float | None:

@@ -21,6 +21,7 @@ from ..paths import SAMPLES
 from ..runtime import DTYPES
 from ..targets import Target, load_target
 from .costmodel import io_floor
+from .gpu import COMPILERS, numerics_verdict, random_inputs
 from .gpus import gpu_names, load_gpu, program_seconds
 from .measure import (
     COMPILE_TIMINGS,
@@ -32,12 +33,6 @@ from .measure import (
     kernel_stats,
     run_and_time,
 )
-
-COMPILERS = ("tilefuse", "iree")
-# Agreement between the two compilers' outputs when no reference exists,
-# relative to the largest output magnitude (numpy dtype name -> tolerance);
-# integer outputs must match exactly.
-AGREEMENT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 
 
 @dataclass
@@ -72,7 +67,7 @@ class ModelResult:
     numerics: str = "not run"  # "ok", "FAIL: ...", or why it did not run
 
 
-def _samples_module():
+def samples_module():
     path = SAMPLES / "references.py"
     spec = importlib.util.spec_from_file_location("tilefuse_sample_references", path)
     module = importlib.util.module_from_spec(spec)
@@ -111,7 +106,7 @@ def resolve_models(names: list[str], small: bool) -> list[Path]:
     return paths
 
 
-def _entry(program: Program) -> str:
+def entry_function(program: Program) -> str:
     if "main" in program.functions:
         return "main"
     if len(program.functions) == 1:
@@ -121,7 +116,7 @@ def _entry(program: Program) -> str:
     )
 
 
-def _signature(program: Program, function: str) -> list[tuple[tuple[int, ...], str]]:
+def input_signature(program: Program, function: str) -> list[tuple[tuple[int, ...], str]]:
     from iree.compiler import ir
 
     ctx = ir.Context()
@@ -139,21 +134,6 @@ def _signature(program: Program, function: str) -> list[tuple[tuple[int, ...], s
     raise TilefuseError(f"no function @{function}", program.name)
 
 
-def random_inputs(signature, rng) -> list[np.ndarray]:
-    arrays = []
-    for shape, dtype in signature:
-        if dtype not in DTYPES:
-            raise TilefuseError(f"bench cannot make inputs of type {dtype}")
-        np_type = DTYPES[dtype]
-        if np_type == np.bool_:
-            arrays.append(rng.integers(0, 2, shape).astype(np.bool_))
-        elif np.issubdtype(np_type, np.integer):
-            arrays.append(rng.integers(-100, 100, shape).astype(np_type))
-        else:
-            arrays.append(rng.standard_normal(shape).astype(np_type))
-    return arrays
-
-
 def model_inputs(path: Path, program: Program, function: str):
     """(inputs, references or None, tolerance or None) for a model.
 
@@ -162,11 +142,11 @@ def model_inputs(path: Path, program: Program, function: str):
     any other model gets random inputs and the compilers are compared.
     """
     rng = np.random.default_rng(0)
-    signature = _signature(program, function)
+    signature = input_signature(program, function)
     name = path.stem
     folder = path.resolve().parent
     if folder in (SAMPLES.resolve(), (SAMPLES / "small").resolve()):
-        samples = _samples_module().SAMPLES
+        samples = samples_module().SAMPLES
         if name in samples:
             small = folder == (SAMPLES / "small").resolve()
             inputs, refs, tol = samples[name](rng, small=small)
@@ -181,37 +161,13 @@ def model_inputs(path: Path, program: Program, function: str):
     return random_inputs(signature, rng), None, None
 
 
-def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:
-    """Largest |a - b|; a NaN on one side only is an infinite error (a NaN
-    would otherwise compare as within any tolerance)."""
-    # atleast_1d: a 0-d result (a reduction to a scalar) is a numpy scalar
-    # after arithmetic, which cannot be indexed by a mask.
-    a, b = np.atleast_1d(np.asarray(a, dtype=np.float64)), np.asarray(b, dtype=np.float64)
-    diff = np.atleast_1d(np.abs(a - b))
-    diff[np.isnan(a) & np.isnan(b)] = 0.0
-    diff[np.isnan(diff)] = np.inf
-    return float(np.max(diff, initial=0))
-
-
 def check_numerics(result: ModelResult, refs, tol) -> None:
-    tf, iree = result.runs["tilefuse"].outputs, result.runs["iree"].outputs
-    result.max_difference = max((max_abs_error(a, b) for a, b in zip(tf, iree)), default=0.0)
-    if refs is not None:
-        result.reference, result.tolerance = "numpy", tol
-        for compiler in COMPILERS:
-            outs = result.runs[compiler].outputs
-            result.max_error[compiler] = max(max_abs_error(o, r) for o, r in zip(outs, refs))
-        bad = [c for c in COMPILERS if result.max_error[c] > tol]
-        if "tilefuse" in bad:
-            result.numerics = f"FAIL: {', '.join(bad)} over {tol:g}"
-        else:  # a wrong baseline is reported, not an error of tilefuse's
-            result.numerics = "ok" + "".join(f"; {c} over {tol:g}" for c in bad)
-        return
-    scale = max((float(np.max(np.abs(o.astype(np.float64)), initial=0)) for o in iree), default=0)
-    rel = max((AGREEMENT.get(str(o.dtype), 0.0) for o in tf), default=0.0)
-    result.tolerance = rel * max(scale, 1.0)
-    ok = result.max_difference <= result.tolerance
-    result.numerics = "ok (agree)" if ok else f"FAIL: compilers differ by {result.max_difference:g}"
+    verdict = numerics_verdict({c: result.runs[c].outputs for c in COMPILERS}, refs, tol)
+    result.reference = verdict["reference"]
+    result.tolerance = verdict.get("tolerance")
+    result.max_error = verdict["max_error"]
+    result.max_difference = verdict["max_difference"]
+    result.numerics = verdict["numerics"]
 
 
 # Repeat dispatches until a timed call moves about this much memory, so that a
@@ -232,7 +188,7 @@ def compile_model(path: Path, options: BenchOptions, workdir: Path, progress) ->
     `progress(step)` is told what is happening, for the terminal's progress bar."""
     target = load_target(options.target)
     program = load_program(path)
-    function = _entry(program)
+    function = entry_function(program)
     floor = io_floor(program.text, function)
     # Nothing runs on CUDA here, nor with run=False: no timing modules then.
     repeat = timing_repeat(floor, options.dispatch_repeat) if _runs_here(target, options) else 0

@@ -1,0 +1,155 @@
+"""Compile here, run there: `tilefuse bench --bundle DIR` writes everything a
+device run needs into one directory.
+
+    DIR/manifest.json               target, device, commit, per model: entry
+                                    function, how to make its inputs, bytes
+                                    floor, repeat counts, dispatch counts, files
+    DIR/models/<name>/*.vmfb        tilefuse's and plain IREE's module, and each
+                                    one's timing module (dispatches repeated)
+    DIR/references.py               samples/references.py (inputs, numpy references)
+    DIR/tilefuse_run/               the runner: bench/gpu.py with runtime.py and
+                                    errors.py, which need only numpy and iree.runtime
+
+Inputs are not stored: the runner makes them from seed 0 as `tilefuse bench`
+does (a sample's own inputs, else random ones of the signature), which keeps
+a bundle of large models small. A bundle must fit in BUNDLE_LIMIT bytes,
+what the GPU machine takes in one call.
+"""
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import TilefuseError
+from ..frontend import load_program
+from ..paths import ROOT, SAMPLES
+from ..targets import load_target
+from .costmodel import io_floor
+from .gpu import MANIFEST
+from .measure import compile_iree, compile_tilefuse
+from .run import (
+    BenchOptions,
+    entry_function,
+    input_signature,
+    resolve_models,
+    samples_module,
+    timing_repeat,
+)
+
+BUNDLE_LIMIT = 64 * 2**20
+PACKAGE = "tilefuse_run"
+# Files of the runner, as the package `tilefuse_run` (same relative imports).
+RUNNER_FILES = ("errors.py", "runtime.py", "bench/gpu.py")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def _shown(path: Path) -> str:
+    """The model's path relative to the repository when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(ROOT.resolve()))
+    except ValueError:
+        return path.name
+
+
+def _write_runner(out: Path) -> None:
+    for name in RUNNER_FILES:
+        target = out / PACKAGE / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PACKAGE_ROOT / name, target)
+    for init in (out / PACKAGE / "__init__.py", out / PACKAGE / "bench" / "__init__.py"):
+        init.write_text('"""A copy of tilefuse\'s bundle runner (see bench/gpu.py)."""\n')
+
+
+def _inputs_entry(path: Path, program, function: str) -> dict:
+    """How the runner makes the inputs: a sample's own, else random ones."""
+    folder = path.resolve().parent
+    samples = (SAMPLES.resolve(), (SAMPLES / "small").resolve())
+    if folder in samples and path.stem in samples_module().SAMPLES:
+        return {"sample": path.stem, "small": folder != SAMPLES.resolve()}
+    return {"signature": [[list(s), d] for s, d in input_signature(program, function)]}
+
+
+def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=None) -> Path:
+    """Compile every model with both compilers for options.target and write
+    the bundle to `out` (which must not exist or be empty). Returns `out`."""
+    if out.exists() and any(out.iterdir()):
+        raise TilefuseError(f"{out} exists and is not empty")
+    target = load_target(options.target)
+    paths = resolve_models(models, options.small)
+    # Built beside `out` and moved into place at the end: a failed bundle
+    # leaves nothing behind.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".bundle-", dir=out.parent) as tmp:
+        staging, work = Path(tmp) / "bundle", Path(tmp) / "work"
+        staging.mkdir()
+        entries = []
+        for i, path in enumerate(paths):
+            if progress:
+                progress(i, len(paths), path.stem, "compiling with both compilers")
+            program = load_program(path)
+            function = entry_function(program)
+            floor = io_floor(program.text, function)
+            repeat = timing_repeat(floor, options.dispatch_repeat)
+            runs = {
+                "tilefuse": compile_tilefuse(
+                    program, target, work / path.stem / "tilefuse", options.fusion, repeat, 1
+                ),
+                "iree": compile_iree(program, target, work / path.stem / "iree", repeat, 1),
+            }
+            files = {}
+            folder = staging / "models" / path.stem
+            folder.mkdir(parents=True)
+            for compiler, run in runs.items():
+                for key, data in ((compiler, run.vmfb), (f"{compiler}_timing", run.timing_vmfb)):
+                    name = f"{key}.vmfb"
+                    (folder / name).write_bytes(data)
+                    files[key] = f"models/{path.stem}/{name}"
+            entries.append(
+                {
+                    "name": path.stem,
+                    "source": _shown(path),
+                    "function": function,
+                    "floor_bytes": floor,
+                    "repeat": {c: r.timing_repeat for c, r in runs.items()},
+                    "dispatches": {c: r.dispatch_count for c, r in runs.items()},
+                    "tilefuse_kernels": runs["tilefuse"].notes,
+                    "files": files,
+                    **_inputs_entry(path, program, function),
+                }
+            )
+        if any("sample" in e for e in entries):
+            shutil.copyfile(SAMPLES / "references.py", staging / "references.py")
+        _write_runner(staging)
+        manifest = {
+            "target": target.name,
+            "device": options.device or target.runtime_driver,
+            "commit": _commit(),
+            "run": f"cd BUNDLE && python -m {PACKAGE}.bench.gpu . [--device D]",
+            "models": entries,
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        size = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file())
+        if size > BUNDLE_LIMIT:
+            raise TilefuseError(
+                f"the bundle would hold {size / 2**20:.1f} MiB, over the "
+                f"{BUNDLE_LIMIT // 2**20} MiB a device run takes: bundle fewer models"
+            )
+        if out.exists():
+            out.rmdir()
+        shutil.move(str(staging), str(out))
+    return out

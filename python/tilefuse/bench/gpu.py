@@ -1,0 +1,238 @@
+"""Run a bundle from `tilefuse bench --bundle` where the device is.
+
+The GPU machine has numpy, ml_dtypes and the IREE runtime, but not the
+compiler or tilefuse. So this module, tilefuse/runtime.py and
+tilefuse/errors.py import nothing else, and the bundle carries a copy of the
+three as the package `tilefuse_run` (bundle.py). There:
+
+    cd BUNDLE && python -m tilefuse_run.bench.gpu . --device cuda
+
+Here: `tilefuse bench --run BUNDLE [--device D]`.
+
+For every model in the manifest: both compilers' modules run on the same
+inputs and their outputs are checked first (against the sample's numpy
+reference, from the bundle's copy of samples/references.py, or against each
+other); then each compiler's timing module (every dispatch repeated N times
+in one call, IREE's --iree-hal-benchmark-dispatch-repeat-count) is called
+alternately with the other's, after warm-up, inputs resident on the device:
+time per call = median(call time) / N. Writes results.json into the bundle
+and prints one line per model.
+"""
+
+import argparse
+import importlib.util
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TilefuseError
+from ..runtime import DTYPES, CompiledModule, open_device
+
+MANIFEST = "manifest.json"
+RESULTS = "results.json"
+COMPILERS = ("tilefuse", "iree")
+# Agreement between the two compilers' outputs when no reference exists,
+# relative to the largest output magnitude (numpy dtype name -> tolerance);
+# integer outputs must match exactly.
+AGREEMENT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+def random_inputs(signature, rng) -> list[np.ndarray]:
+    """Inputs for a model with no sample reference: [(shape, type)] -> arrays."""
+    arrays = []
+    for shape, dtype in signature:
+        if dtype not in DTYPES:
+            raise TilefuseError(f"bench cannot make inputs of type {dtype}")
+        np_type = DTYPES[dtype]
+        if np_type == np.bool_:
+            arrays.append(rng.integers(0, 2, shape).astype(np.bool_))
+        elif np.issubdtype(np_type, np.integer):
+            arrays.append(rng.integers(-100, 100, shape).astype(np_type))
+        else:
+            arrays.append(rng.standard_normal(shape).astype(np_type))
+    return arrays
+
+
+def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest |a - b|; a NaN on one side only is an infinite error (a NaN
+    would otherwise compare as within any tolerance)."""
+    # atleast_1d: a 0-d result (a reduction to a scalar) is a numpy scalar
+    # after arithmetic, which cannot be indexed by a mask.
+    a, b = np.atleast_1d(np.asarray(a, dtype=np.float64)), np.asarray(b, dtype=np.float64)
+    diff = np.atleast_1d(np.abs(a - b))
+    diff[np.isnan(a) & np.isnan(b)] = 0.0
+    diff[np.isnan(diff)] = np.inf
+    return float(np.max(diff, initial=0))
+
+
+def numerics_verdict(outputs: dict[str, list], refs, tol) -> dict:
+    """Both compilers' outputs against the reference (or each other):
+    reference, tolerance, max_error per compiler, max_difference, numerics."""
+    tf, iree = outputs["tilefuse"], outputs["iree"]
+    verdict = {
+        "reference": "none",
+        "max_error": {},
+        "max_difference": max((max_abs_error(a, b) for a, b in zip(tf, iree)), default=0.0),
+    }
+    if refs is not None:
+        verdict["reference"], verdict["tolerance"] = "numpy", tol
+        for compiler, outs in outputs.items():
+            verdict["max_error"][compiler] = max(max_abs_error(o, r) for o, r in zip(outs, refs))
+        bad = [c for c in outputs if verdict["max_error"][c] > tol]
+        if "tilefuse" in bad:
+            verdict["numerics"] = f"FAIL: {', '.join(bad)} over {tol:g}"
+        else:  # a wrong baseline is reported, not an error of tilefuse's
+            verdict["numerics"] = "ok" + "".join(f"; {c} over {tol:g}" for c in bad)
+        return verdict
+    scale = max((float(np.max(np.abs(o.astype(np.float64)), initial=0)) for o in iree), default=0)
+    rel = max((AGREEMENT.get(str(o.dtype), 0.0) for o in tf), default=0.0)
+    verdict["tolerance"] = rel * max(scale, 1.0)
+    ok = verdict["max_difference"] <= verdict["tolerance"]
+    diff = verdict["max_difference"]
+    verdict["numerics"] = "ok (agree)" if ok else f"FAIL: compilers differ by {diff:g}"
+    return verdict
+
+
+def time_interleaved(functions, device_args, repeat_counts, repeats: int, warmup: int):
+    """Per function, `repeats` times per call (seconds / its repeat count),
+    the functions called alternately so that drift hits all alike. Each call
+    is synchronous: it returns when the device work is done."""
+    for _ in range(warmup):
+        for f, args in zip(functions, device_args):
+            f.invoke(args)
+    times = [[] for _ in functions]
+    for _ in range(repeats):
+        for f, args, count, out in zip(functions, device_args, repeat_counts, times):
+            start = time.perf_counter()
+            f.invoke(args)
+            out.append((time.perf_counter() - start) / count)
+    return times
+
+
+def _references(bundle: Path):
+    """The bundle's copy of samples/references.py, as a module."""
+    spec = importlib.util.spec_from_file_location("tilefuse_references", bundle / "references.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def model_inputs(bundle: Path, model: dict):
+    """(inputs, references or None, tolerance or None), made as `tilefuse
+    bench` makes them: seed 0, the sample's own inputs where it is one."""
+    rng = np.random.default_rng(0)
+    if "sample" in model:
+        return getattr(_references(bundle), model["sample"])(rng, small=model.get("small", False))
+    signature = [(tuple(shape), dtype) for shape, dtype in model["signature"]]
+    return random_inputs(signature, rng), None, None
+
+
+def run_model(bundle: Path, model: dict, config, device: str, repeats: int, warmup: int) -> dict:
+    inputs, refs, tol = model_inputs(bundle, model)
+    function = model["function"]
+    outputs = {}
+    for compiler in COMPILERS:
+        module = CompiledModule(
+            (bundle / model["files"][compiler]).read_bytes(), device, config=config
+        )
+        out = module[function](*inputs)
+        outputs[compiler] = list(out) if isinstance(out, tuple) else [out]
+    result = {"name": model["name"], **numerics_verdict(outputs, refs, tol)}
+    timing = [
+        CompiledModule(
+            (bundle / model["files"][f"{c}_timing"]).read_bytes(), device, config=config
+        )[function]
+        for c in COMPILERS
+    ]
+    device_args = [f.to_device(*inputs) for f in timing]
+    counts = [model["repeat"][c] for c in COMPILERS]
+    times = time_interleaved(timing, device_args, counts, repeats, warmup)
+    result["seconds"] = {c: statistics.median(t) for c, t in zip(COMPILERS, times)}
+    result["all_seconds"] = dict(zip(COMPILERS, times))
+    result["floor_bytes"] = model["floor_bytes"]
+    result["floor_bytes_per_second"] = {
+        c: model["floor_bytes"] / s for c, s in result["seconds"].items() if s > 0
+    }
+    return result
+
+
+def run_bundle(bundle: Path, device: str | None, repeats: int, warmup: int, progress=print):
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    device = device or manifest["device"]
+    config = open_device(device)
+    results = []
+    for model in manifest["models"]:
+        progress(f"{model['name']}: running on {device}")
+        results.append(run_model(bundle, model, config, device, repeats, warmup))
+    return {
+        "device": device,
+        "host": platform.node(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "target": manifest["target"],
+        "commit": manifest.get("commit"),
+        "repeats": repeats,
+        "warmup": warmup,
+        "models": results,
+    }
+
+
+def summary_lines(run: dict) -> list[str]:
+    lines = [
+        f"{'model':32} {'tilefuse us':>12} {'iree us':>10} {'ratio':>6} {'tf GB/s':>8}  numerics"
+    ]
+    for r in run["models"]:
+        tf, iree = r["seconds"]["tilefuse"], r["seconds"]["iree"]
+        rate = r["floor_bytes_per_second"].get("tilefuse", 0) / 1e9
+        lines.append(
+            f"{r['name']:32} {tf * 1e6:12.1f} {iree * 1e6:10.1f} {tf / iree:6.2f} {rate:8.1f}  "
+            f"{r['numerics']}"
+        )
+    return lines
+
+
+def run_and_report(
+    bundle: Path, device: str | None, repeats: int, warmup: int, out: Path | None = None
+) -> dict:
+    """Run the bundle, write its results (default BUNDLE/results.json) and
+    print the table; the run as written."""
+    if not (bundle / MANIFEST).is_file():
+        raise TilefuseError(f"no {MANIFEST} in {bundle}: not a bundle")
+    run = run_bundle(bundle, device, repeats, warmup, lambda s: print(s, file=sys.stderr))
+    out = out or bundle / RESULTS
+    out.write_text(json.dumps(run, indent=2))
+    print("\n".join(summary_lines(run)))
+    print(f"wrote {out}", file=sys.stderr)
+    return run
+
+
+def failed(run: dict) -> list[str]:
+    return [r["name"] for r in run["models"] if r["numerics"].startswith("FAIL")]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m tilefuse_run.bench.gpu",
+        description="run a `tilefuse bench --bundle` directory on this machine's device",
+    )
+    p.add_argument("bundle", help="the bundle directory (holds manifest.json)")
+    p.add_argument("--device", help="IREE runtime device (default: the manifest's)")
+    p.add_argument("--repeats", type=int, default=20, help="timed calls per compiler (median)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls per compiler first")
+    p.add_argument("--out", help=f"results file (default: BUNDLE/{RESULTS})")
+    args = p.parse_args(argv)
+    try:
+        out = Path(args.out) if args.out else None
+        run = run_and_report(Path(args.bundle), args.device, args.repeats, args.warmup, out)
+    except TilefuseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 1 if failed(run) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Compile here, run there (#21): `tilefuse bench --bundle` and the runner
+it carries (bench/gpu.py), which must work with only numpy and the IREE
+runtime. No GPU here: a Vulkan bundle runs on lavapipe through the same
+runner, in a process where tilefuse and iree.compiler cannot be imported; a
+CUDA bundle is checked for what it holds."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from tilefuse.bench import bundle as bundle_module
+from tilefuse.bench.bundle import write_bundle
+from tilefuse.bench.run import BenchOptions
+from tilefuse.errors import TilefuseError
+
+ADD = """func.func @main(%a: tensor<1000xf32>, %b: tensor<1000xf32>) -> tensor<1000xf32> {
+  %0 = stablehlo.add %a, %b : tensor<1000xf32>
+  return %0 : tensor<1000xf32>
+}
+"""
+
+# The GPU machine has no IREE compiler and no tilefuse: block both.
+RUN_WITHOUT_COMPILER = """
+import importlib.abc, runpy, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "tilefuse" or name.startswith("iree.compiler"):
+            raise ImportError("not on the device machine: " + name)
+sys.meta_path.insert(0, Block())
+sys.argv = ["gpu", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1"]
+runpy.run_module("tilefuse_run.bench.gpu", run_name="__main__")
+"""
+
+
+def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
+    add = tmp_path / "add_f32.mlir"
+    add.write_text(ADD)
+    out = write_bundle(["softmax_f32", str(add)], BenchOptions(target="vulkan"), tmp_path / "b")
+    run = subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT_COMPILER], cwd=out, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    by_name = {m["name"]: m for m in results["models"]}
+    # softmax_f32 is a sample: checked against its numpy reference; the
+    # other program has none, so the two compilers are compared.
+    assert by_name["softmax_f32"]["reference"] == "numpy"
+    assert by_name["add_f32"]["reference"] == "none"
+    for m in results["models"]:
+        assert m["numerics"].startswith("ok"), m
+        assert all(s > 0 for s in m["seconds"].values()), m
+    assert "softmax_f32" in run.stdout and "add_f32" in run.stdout
+
+
+def test_cuda_bundle_holds_both_compilers_modules(tmp_path):
+    out = write_bundle(["softmax_f32"], BenchOptions(target="cuda-sm90"), tmp_path / "b")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["target"], manifest["device"]) == ("cuda-sm90", "cuda")
+    (model,) = manifest["models"]
+    assert model["sample"] == "softmax_f32" and model["source"] == "samples/softmax_f32.mlir"
+    assert set(model["files"]) == {"tilefuse", "tilefuse_timing", "iree", "iree_timing"}
+    for name in model["files"].values():
+        assert (out / name).stat().st_size > 0
+    # The timing modules repeat every dispatch; the real ones do not.
+    assert model["repeat"]["tilefuse"] > 1 and model["repeat"]["iree"] > 1
+    assert (out / "references.py").is_file()
+    assert (out / "tilefuse_run" / "bench" / "gpu.py").is_file()
+
+
+def test_a_bundle_over_the_limit_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(bundle_module, "BUNDLE_LIMIT", 1000)
+    with pytest.raises(TilefuseError, match="over the 0 MiB a device run takes"):
+        write_bundle(["softmax_f32"], BenchOptions(target="vulkan"), tmp_path / "b")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runner_refuses_a_directory_that_is_not_a_bundle(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "tilefuse.bench.gpu", str(tmp_path)], capture_output=True, text=True
+    )
+    assert run.returncode == 1
+    assert run.stderr.strip() == f"error: no manifest.json in {tmp_path}: not a bundle"
