@@ -1,8 +1,9 @@
 """Compile here, run there (#21): `tilefuse bench --bundle` and the runner
 it carries (bench/gpu.py), which must work with only numpy and the IREE
-runtime. No GPU here: a Vulkan bundle runs on lavapipe through the same
-runner, in a process where tilefuse and iree.compiler cannot be imported; a
-CUDA bundle is checked for what it holds."""
+runtime (and JAX for the XLA peer). No GPU here: a Vulkan bundle runs on
+lavapipe through the same runner, in a process where tilefuse and
+iree.compiler cannot be imported, with XLA on JAX's CPU backend as the
+peer; a CUDA bundle is checked for what it holds."""
 
 import json
 import subprocess
@@ -28,7 +29,7 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split(".")[0] == "tilefuse" or name.startswith("iree.compiler"):
             raise ImportError("not on the device machine: " + name)
 sys.meta_path.insert(0, Block())
-sys.argv = ["gpu", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1"]
+sys.argv = ["gpu", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1", "--peers", "xla"]
 runpy.run_module("tilefuse_run.bench.gpu", run_name="__main__")
 """
 
@@ -38,7 +39,11 @@ def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
     add.write_text(ADD)
     out = write_bundle(["softmax_f32", str(add)], BenchOptions(target="vulkan"), tmp_path / "b")
     run = subprocess.run(
-        [sys.executable, "-c", RUN_WITHOUT_COMPILER], cwd=out, capture_output=True, text=True
+        [sys.executable, "-c", RUN_WITHOUT_COMPILER],
+        check=False,
+        cwd=out,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
@@ -50,6 +55,9 @@ def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
     for m in results["models"]:
         assert m["numerics"].startswith("ok"), m
         assert all(s > 0 for s in m["seconds"].values()), m
+        # The peer: XLA through JAX (its CPU backend here) on the same StableHLO.
+        assert m["xla"]["status"] == "ok" and m["xla"]["seconds"] > 0, m["xla"]
+    assert by_name["softmax_f32"]["xla"]["numerics"] == "ok"
     assert "softmax_f32" in run.stdout and "add_f32" in run.stdout
 
 
@@ -59,7 +67,13 @@ def test_cuda_bundle_holds_both_compilers_modules(tmp_path):
     assert (manifest["target"], manifest["device"]) == ("cuda-sm90", "cuda")
     (model,) = manifest["models"]
     assert model["sample"] == "softmax_f32" and model["source"] == "samples/softmax_f32.mlir"
-    assert set(model["files"]) == {"tilefuse", "tilefuse_timing", "iree", "iree_timing"}
+    assert set(model["files"]) == {
+        "tilefuse",
+        "tilefuse_timing",
+        "iree",
+        "iree_timing",
+        "stablehlo",
+    }
     for name in model["files"].values():
         assert (out / name).stat().st_size > 0
     # The timing modules repeat every dispatch; the real ones do not.
@@ -77,7 +91,10 @@ def test_a_bundle_over_the_limit_leaves_nothing(tmp_path, monkeypatch):
 
 def test_runner_refuses_a_directory_that_is_not_a_bundle(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "tilefuse.bench.gpu", str(tmp_path)], capture_output=True, text=True
+        [sys.executable, "-m", "tilefuse.bench.gpu", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 1
     assert run.stderr.strip() == f"error: no manifest.json in {tmp_path}: not a bundle"

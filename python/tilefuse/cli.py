@@ -178,7 +178,8 @@ def cmd_bench(args) -> None:
     if args.run_bundle:
         from .bench import gpu
 
-        run = gpu.run_and_report(Path(args.run_bundle), args.device, args.repeats, args.warmup)
+        bundle = Path(args.run_bundle)
+        run = gpu.run_and_report(bundle, args.device, args.repeats, args.warmup)
         if gpu.failed(run):
             raise TilefuseError(f"numerics failed for {', '.join(gpu.failed(run))}")
         return

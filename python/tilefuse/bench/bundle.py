@@ -6,6 +6,7 @@ device run needs into one directory.
                                     floor, repeat counts, dispatch counts, files
     DIR/models/<name>/*.vmfb        tilefuse's and plain IREE's module, and each
                                     one's timing module (dispatches repeated)
+    DIR/models/<name>/program.mlir  the StableHLO, for the peers (XLA through JAX)
     DIR/references.py               samples/references.py (inputs, numpy references)
     DIR/tilefuse_run/               the runner: bench/gpu.py with runtime.py and
                                     errors.py, which need only numpy and iree.runtime
@@ -111,9 +112,11 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                 ),
                 "iree": compile_iree(program, target, work / path.stem / "iree", repeat, 1),
             }
-            files = {}
             folder = staging / "models" / path.stem
             folder.mkdir(parents=True)
+            # The program itself, for the peers (XLA compiles the same StableHLO).
+            (folder / "program.mlir").write_text(program.text)
+            files = {"stablehlo": f"models/{path.stem}/program.mlir"}
             for compiler, run in runs.items():
                 for key, data in ((compiler, run.vmfb), (f"{compiler}_timing", run.timing_vmfb)):
                     name = f"{key}.vmfb"

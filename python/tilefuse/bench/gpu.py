@@ -36,6 +36,7 @@ from ..runtime import DTYPES, CompiledModule, open_device
 MANIFEST = "manifest.json"
 RESULTS = "results.json"
 COMPILERS = ("tilefuse", "iree")
+PEERS = ("xla",)
 # Agreement between the two compilers' outputs when no reference exists,
 # relative to the largest output magnitude (numpy dtype name -> tolerance);
 # integer outputs must match exactly.
@@ -132,7 +133,51 @@ def model_inputs(bundle: Path, model: dict):
     return random_inputs(signature, rng), None, None
 
 
-def run_model(bundle: Path, model: dict, config, device: str, repeats: int, warmup: int) -> dict:
+def xla_peer(text: str, inputs, refs, tol, count: int, repeats: int, warmup: int) -> dict:
+    """XLA (through the JAX installed beside this runner) on the same
+    StableHLO and inputs, on JAX's default device: numerics against the
+    reference, and time per call over `count` back-to-back calls (they queue
+    on the device; the last is waited for), median over `repeats`.
+
+    It compiles the module text with the client's compile_and_load, an API
+    below jax's public one (it held on JAX 0.10); any failure is reported
+    as the peer's status, never as the run's."""
+    try:
+        import jax
+        from jax._src.lib import xla_client
+
+        device = jax.devices()[0]
+        executable = device.client.compile_and_load(text, [device], xla_client.CompileOptions())
+        buffers = [jax.device_put(a, device) for a in inputs]
+
+        def call():
+            outs = executable.execute(buffers)
+            for o in outs:
+                o.block_until_ready()
+            return outs
+
+        outputs = [np.asarray(o) for o in call()]
+        for _ in range(warmup):
+            call()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(count - 1):
+                executable.execute(buffers)
+            call()
+            times.append((time.perf_counter() - start) / count)
+    except Exception as e:  # noqa: BLE001 -- a peer's failure is a finding, not a crash
+        return {"status": f"unavailable: {type(e).__name__}: {str(e)[:300]}"}
+    peer = {"status": "ok", "device": str(device), "seconds": statistics.median(times)}
+    if refs is not None:
+        peer["max_error"] = max(max_abs_error(o, r) for o, r in zip(outputs, refs))
+        peer["numerics"] = "ok" if peer["max_error"] <= tol else f"over {tol:g}"
+    return peer
+
+
+def run_model(
+    bundle: Path, model: dict, config, device: str, repeats: int, warmup: int, peers=()
+) -> dict:
     inputs, refs, tol = model_inputs(bundle, model)
     function = model["function"]
     outputs = {}
@@ -154,6 +199,10 @@ def run_model(bundle: Path, model: dict, config, device: str, repeats: int, warm
     times = time_interleaved(timing, device_args, counts, repeats, warmup)
     result["seconds"] = {c: statistics.median(t) for c, t in zip(COMPILERS, times)}
     result["all_seconds"] = dict(zip(COMPILERS, times))
+    if "xla" in peers:
+        text = (bundle / model["files"]["stablehlo"]).read_text()
+        count = model["repeat"]["iree"]
+        result["xla"] = xla_peer(text, inputs, refs, tol, count, repeats, warmup)
     result["floor_bytes"] = model["floor_bytes"]
     result["floor_bytes_per_second"] = {
         c: model["floor_bytes"] / s for c, s in result["seconds"].items() if s > 0
@@ -161,14 +210,23 @@ def run_model(bundle: Path, model: dict, config, device: str, repeats: int, warm
     return result
 
 
-def run_bundle(bundle: Path, device: str | None, repeats: int, warmup: int, progress=print):
+def run_bundle(
+    bundle: Path, device: str | None, repeats: int, warmup: int, peers=None, progress=print
+):
+    """`peers`: names of peers timed in the same run (PEERS); None: xla
+    when the device is CUDA (where JAX has the GPU), none otherwise."""
     manifest = json.loads((bundle / MANIFEST).read_text())
     device = device or manifest["device"]
+    if peers is None:
+        peers = ("xla",) if device == "cuda" else ()
+    unknown = set(peers) - set(PEERS)
+    if unknown:
+        raise TilefuseError(f"unknown peer {', '.join(sorted(unknown))}; known: {', '.join(PEERS)}")
     config = open_device(device)
     results = []
     for model in manifest["models"]:
         progress(f"{model['name']}: running on {device}")
-        results.append(run_model(bundle, model, config, device, repeats, warmup))
+        results.append(run_model(bundle, model, config, device, repeats, warmup, peers))
     return {
         "device": device,
         "host": platform.node(),
@@ -177,32 +235,40 @@ def run_bundle(bundle: Path, device: str | None, repeats: int, warmup: int, prog
         "commit": manifest.get("commit"),
         "repeats": repeats,
         "warmup": warmup,
+        "peers": list(peers),
         "models": results,
     }
 
 
 def summary_lines(run: dict) -> list[str]:
-    lines = [
-        f"{'model':32} {'tilefuse us':>12} {'iree us':>10} {'ratio':>6} {'tf GB/s':>8}  numerics"
-    ]
+    head = f"{'model':32} {'tilefuse us':>12} {'iree us':>10} {'tf/iree':>8}"
+    head += f" {'xla us':>10} {'tf/xla':>7} {'tf GB/s':>8}  numerics"
+    lines = [head]
     for r in run["models"]:
         tf, iree = r["seconds"]["tilefuse"], r["seconds"]["iree"]
+        xla = r.get("xla", {}).get("seconds")
         rate = r["floor_bytes_per_second"].get("tilefuse", 0) / 1e9
+        xla_us, xla_ratio = (f"{xla * 1e6:.1f}", f"{tf / xla:.2f}") if xla else ("-", "-")
         lines.append(
-            f"{r['name']:32} {tf * 1e6:12.1f} {iree * 1e6:10.1f} {tf / iree:6.2f} {rate:8.1f}  "
-            f"{r['numerics']}"
+            f"{r['name']:32} {tf * 1e6:12.1f} {iree * 1e6:10.1f} {tf / iree:8.2f} "
+            f"{xla_us:>10} {xla_ratio:>7} {rate:8.1f}  {r['numerics']}"
         )
     return lines
 
 
 def run_and_report(
-    bundle: Path, device: str | None, repeats: int, warmup: int, out: Path | None = None
+    bundle: Path,
+    device: str | None,
+    repeats: int,
+    warmup: int,
+    peers=None,
+    out: Path | None = None,
 ) -> dict:
     """Run the bundle, write its results (default BUNDLE/results.json) and
     print the table; the run as written."""
     if not (bundle / MANIFEST).is_file():
         raise TilefuseError(f"no {MANIFEST} in {bundle}: not a bundle")
-    run = run_bundle(bundle, device, repeats, warmup, lambda s: print(s, file=sys.stderr))
+    run = run_bundle(bundle, device, repeats, warmup, peers, lambda s: print(s, file=sys.stderr))
     out = out or bundle / RESULTS
     out.write_text(json.dumps(run, indent=2))
     print("\n".join(summary_lines(run)))
@@ -224,10 +290,17 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=20, help="timed calls per compiler (median)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls per compiler first")
     p.add_argument("--out", help=f"results file (default: BUNDLE/{RESULTS})")
+    p.add_argument(
+        "--peers",
+        help="comma-separated peers timed in the same run: xla (JAX's XLA on the same "
+        "StableHLO); '' for none. Default: xla on cuda, none elsewhere",
+    )
     args = p.parse_args(argv)
+    peers = None if args.peers is None else [x for x in args.peers.split(",") if x]
     try:
         out = Path(args.out) if args.out else None
-        run = run_and_report(Path(args.bundle), args.device, args.repeats, args.warmup, out)
+        bundle = Path(args.bundle)
+        run = run_and_report(bundle, args.device, args.repeats, args.warmup, peers, out)
     except TilefuseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
