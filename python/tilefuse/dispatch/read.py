@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
+from ..fusion.indexing import IndexingMap, stride
 from ..irutil import context, iterator_types, symbol_name, walk
 
 STORE = "iree_tensor_ext.dispatch.tensor.store"
@@ -106,6 +107,11 @@ class Dispatch:
     root_gathers: bool = False
     # Each root input is read in the root's loop order (identity map).
     input_maps_identity: list[bool] = field(default_factory=list)
+    # Per root operand ("in0", .., "out0", ..): the element strides between
+    # consecutive values of the root's innermost loop, the dim every kernel
+    # here puts on a subgroup's lanes (fusion/indexing.py): (1,) coalesced,
+    # (0,) one element for all lanes, anything else strided.
+    lane_strides: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     # Every contraction among the computing ops (a matmul group has one).
     contractions: list[Contraction] = field(default_factory=list)
 
@@ -159,6 +165,34 @@ def _element(t: ir.Type) -> tuple[str, int]:
         if typed is not None:
             return str(et), typed.width
     return str(et), 64
+
+
+def _lane_strides(maps, operands, num_inputs: int, loop_ranges: list[int]):
+    if not loop_ranges or any(n <= 0 for n in loop_ranges):
+        return []
+    ranges = tuple((0, n - 1) for n in loop_ranges)
+    found = []
+    for i, (amap, value) in enumerate(zip(maps, operands)):
+        shape = _operand(value).shape
+        if any(n < 0 for n in shape):
+            return []
+        name = f"in{i}" if i < num_inputs else f"out{i - num_inputs}"
+        steps = stride(IndexingMap(amap, ranges), shape, len(loop_ranges) - 1)
+        found.append((name, tuple(sorted(steps))))
+    return found
+
+
+def coalescing_text(lane_strides) -> str:
+    """`in0 coalesced, in1 broadcast, out0 strided (3400)`."""
+    words = []
+    for name, steps in lane_strides:
+        if steps == (1,):
+            words.append(f"{name} coalesced")
+        elif steps == (0,):
+            words.append(f"{name} broadcast")
+        else:
+            words.append(f"{name} strided ({', '.join(map(str, steps))})")
+    return ", ".join(words)
 
 
 def _operand(v: ir.Value) -> Operand:
@@ -233,6 +267,7 @@ def _analyse(func, executable: str) -> Dispatch:
         d.loop_ranges = _loop_ranges(maps, [_operand(v) for v in operands], len(identity.results))
         d.input_inner_dims = [_inner_dim(m) for m in maps[:num_inputs]]
         d.input_maps_identity = [m == identity for m in maps[:num_inputs]]
+        d.lane_strides = _lane_strides(maps, operands, num_inputs, d.loop_ranges)
         d.pad_inputs = {
             i: _pad_problem(v.owner.operation, maps[i] == identity)
             for i, v in enumerate(operands[:num_inputs])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
+from ..dispatch.read import coalescing_text
 from ..errors import TilefuseError
 from ..irutil import context, symbol_name, walk
 from ..strategies import BY_NAME, Choice
@@ -36,6 +37,9 @@ class DispatchReport:
     reason: str
     registers: int | None = None
     spill_bytes: int | None = None
+    # How the root's operands are read and written along the lanes
+    # (dispatch/read.coalescing_text); "" when not analysed.
+    coalescing: str = ""
 
     def line(self) -> str:
         head = f"{self.name}  [{self.kind} {self.shapes}]"
@@ -45,6 +49,8 @@ class DispatchReport:
             text = f"{head}  IREE default codegen  FALLBACK: {self.reason}"
         else:
             text = f"{head}  IREE default codegen  fallback: {self.reason}"
+        if self.coalescing:
+            text += f"  coalescing: {self.coalescing}"
         if self.registers is not None:
             text += f"  ptxas: {self.registers} registers, {self.spill_bytes} spill bytes"
         return text
@@ -156,6 +162,7 @@ def reports(choices: list[Choice], failures: dict[str, str]) -> list[DispatchRep
             params=c.describe_params(),
             status="fallback",
             reason=c.reason,
+            coalescing=coalescing_text(d.lane_strides),
         )
         if d.name in failures:
             report.status, report.reason = "failed", failures[d.name]

@@ -1,0 +1,135 @@
+"""Indexing maps (fusion/indexing.py): per op kind, with the ranges and
+constraints of seed 003's examples; composed through a chain; the strides a
+subgroup's lanes see; and the coalescing verdicts `explain` prints."""
+
+import pytest
+import tilefuse
+from iree.compiler import ir
+from tilefuse.fusion.indexing import Unsupported, operand_maps, stride
+
+OPS = """func.func @f(%x: tensor<4xf32>, %p: tensor<f32>, %a: tensor<2x3xf32>, %b: tensor<2x5xf32>,
+                %y: tensor<6x4xf32>, %z: tensor<8x16x4xf32>, %v: tensor<16xf32>,
+                %l: tensor<2x8x3xf32>, %r: tensor<2x3x5xf32>, %i: tensor<i32>) {
+  %pad = stablehlo.pad %x, %p, low = [2], high = [1], interior = [1]
+      : (tensor<4xf32>, tensor<f32>) -> tensor<10xf32>
+  %cat = stablehlo.concatenate %a, %b, dim = 1 : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+  %reshape = stablehlo.reshape %y : (tensor<6x4xf32>) -> tensor<2x3x4xf32>
+  %transpose = stablehlo.transpose %z, dims = [2, 0, 1] : (tensor<8x16x4xf32>) -> tensor<4x8x16xf32>
+  %reduce = stablehlo.reduce(%z init: %p) applies stablehlo.add across dimensions = [1]
+      : (tensor<8x16x4xf32>, tensor<f32>) -> tensor<8x4xf32>
+  %bcast = stablehlo.broadcast_in_dim %v, dims = [1] : (tensor<16xf32>) -> tensor<8x16xf32>
+  %slice = stablehlo.slice %z [1:7:2, 0:16, 3:4] : (tensor<8x16x4xf32>) -> tensor<3x16x1xf32>
+  %rev = stablehlo.reverse %x, dims = [0] : tensor<4xf32>
+  %dot = stablehlo.dot_general %l, %r, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<2x8x3xf32>, tensor<2x3x5xf32>) -> tensor<2x8x5xf32>
+  %exp = stablehlo.exponential %x : tensor<4xf32>
+  %gather = "stablehlo.dynamic_slice"(%x, %i) <{slice_sizes = array<i64: 2>}> : (tensor<4xf32>, tensor<i32>) -> tensor<2xf32>
+  return
+}"""
+
+
+@pytest.fixture(scope="module")
+def ops():
+    module = ir.Module.parse(OPS, ir.Context())
+    body = module.body.operations[0].regions[0].blocks[0].operations
+    found = {op.operation.name.split(".")[1]: op.operation for op in body}
+    found["module"] = module  # keeps the ops alive
+    return found
+
+
+def maps(ops, name):
+    return [str(m) for m in operand_maps(ops[name])]
+
+
+def test_pad_with_interior_padding(ops):
+    # Seed 003: the operand is read where (d0 - low) is a multiple of
+    # interior + 1 and inside the operand; the padding value everywhere.
+    assert maps(ops, "pad") == [
+        "(d0) -> (d0 floordiv 2 - 1), d0 in [0, 9], d0 mod 2 in [0, 0], d0 - 2 in [0, 6]",
+        "(d0) -> (), d0 in [0, 9]",
+    ]
+
+
+def test_concatenate(ops):
+    assert maps(ops, "concatenate") == [
+        "(d0, d1) -> (d0, d1), d0 in [0, 1], d1 in [0, 7], d1 in [0, 2]",
+        "(d0, d1) -> (d0, d1 - 3), d0 in [0, 1], d1 in [0, 7], d1 in [3, 7]",
+    ]
+
+
+def test_reshape_simplified_by_ranges(ops):
+    # Delinearized row-major offsets, folded by the dims' ranges: d2 < 4 and
+    # d0 * 3 + d1 < 6 never carry.
+    assert maps(ops, "reshape") == [
+        "(d0, d1, d2) -> (d0 * 3 + d1, d2), d0 in [0, 1], d1 in [0, 2], d2 in [0, 3]"
+    ]
+
+
+def test_transpose_broadcast_slice_reverse(ops):
+    assert maps(ops, "transpose") == [
+        "(d0, d1, d2) -> (d1, d2, d0), d0 in [0, 3], d1 in [0, 7], d2 in [0, 15]"
+    ]
+    assert maps(ops, "broadcast_in_dim") == ["(d0, d1) -> (d1), d0 in [0, 7], d1 in [0, 15]"]
+    assert maps(ops, "slice") == [
+        "(d0, d1, d2) -> (d0 * 2 + 1, d1, d2 + 3), d0 in [0, 2], d1 in [0, 15], d2 in [0, 0]"
+    ]
+    assert maps(ops, "reverse") == ["(d0) -> (-d0 + 3), d0 in [0, 3]"]
+
+
+def test_reductions_and_contractions_read_through_symbols(ops):
+    assert maps(ops, "reduce") == [
+        "(d0, d1)[s0] -> (d0, s0, d1), d0 in [0, 7], d1 in [0, 3], s0 in [0, 15]",
+        "(d0, d1) -> (), d0 in [0, 7], d1 in [0, 3]",
+    ]
+    assert maps(ops, "dot_general") == [
+        "(d0, d1, d2)[s0] -> (d0, d1, s0), d0 in [0, 1], d1 in [0, 7], d2 in [0, 4], s0 in [0, 2]",
+        "(d0, d1, d2)[s0] -> (d0, s0, d2), d0 in [0, 1], d1 in [0, 7], d2 in [0, 4], s0 in [0, 2]",
+    ]
+
+
+def test_elementwise_and_unsupported(ops):
+    assert maps(ops, "exponential") == ["(d0) -> (d0), d0 in [0, 3]"]
+    with pytest.raises(Unsupported, match="dynamic_slice"):
+        operand_maps(ops["dynamic_slice"])
+
+
+CHAIN = """func.func @f(%z: tensor<8x16x4xf32>, %p: tensor<f32>) -> tensor<4x3xf32> {
+  %s = stablehlo.slice %z [1:7:2, 0:16, 0:4] : (tensor<8x16x4xf32>) -> tensor<3x16x4xf32>
+  %t = stablehlo.transpose %s, dims = [2, 0, 1] : (tensor<3x16x4xf32>) -> tensor<4x3x16xf32>
+  %r = stablehlo.reduce(%t init: %p) applies stablehlo.add across dimensions = [2]
+      : (tensor<4x3x16xf32>, tensor<f32>) -> tensor<4x3xf32>
+  return %r : tensor<4x3xf32>
+}"""
+
+
+def test_composition_through_a_chain():
+    """reduce(transpose(slice(z))) read from the reduce's output: one map to
+    z, the reduce's symbol kept with its range, every index simplified."""
+    module = ir.Module.parse(CHAIN, ir.Context())
+    s, t, r = (
+        op.operation for op in list(module.body.operations[0].regions[0].blocks[0].operations)[:3]
+    )
+    composed = operand_maps(r)[0].then(operand_maps(t)[0]).then(operand_maps(s)[0])
+    assert (
+        str(composed)
+        == "(d0, d1)[s0] -> (d1 * 2 + 1, s0, d0), d0 in [0, 3], d1 in [0, 2], s0 in [0, 15]"
+    )
+    # Lanes on the reduce's innermost output dim (d1) step 2 rows of z.
+    assert stride(composed, [8, 16, 4], lane_dim=1) == {2 * 16 * 4}
+
+
+def test_lane_strides(ops):
+    (transposed,) = operand_maps(ops["transpose"])
+    assert stride(transposed, [8, 16, 4], lane_dim=2) == {4}  # a strided read
+    (bcast,) = operand_maps(ops["broadcast_in_dim"])
+    assert stride(bcast, [16], lane_dim=1) == {1}
+    assert stride(bcast, [16], lane_dim=0) == {0}  # every lane reads one element
+
+
+def test_explain_prints_the_coalescing_verdicts():
+    """The transpose sample's loop kernel reads along the input's rows and
+    writes the output with a stride of 20 * 160 elements."""
+    text = (tilefuse.paths.SAMPLES / "transpose_exp_abs_f32.mlir").read_text()
+    (report,) = tilefuse.compile_program(text, "vulkan").reports
+    assert report.coalescing == "in0 coalesced, out0 strided (3200)", report.line()
+    assert "coalescing: in0 coalesced, out0 strided (3200)" in report.line()
