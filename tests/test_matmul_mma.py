@@ -104,6 +104,18 @@ def test_tile_choice(m, n, k, epilogue, tile):
     assert cfg.rb * cfg.threads * 8 == cfg.tn * cfg.kt
 
 
+def test_small_products_take_smaller_tiles_to_fill_the_gpu():
+    """64x1024 on 132 multiprocessors: 64x64 tiles would leave 116 idle; the
+    largest tile with a workgroup per multiprocessor, else the smallest."""
+    small = matmul_mma._config(64, 1024, 256, True, False, "f16", 1, multiprocessors=132)
+    assert (small.tm, small.tn) == (32, 32)
+    big = matmul_mma._config(4096, 4096, 4096, False, False, "f16", 1, multiprocessors=132)
+    assert (big.tm, big.tn) == (128, 128)
+    # A batch of 8 heads counts: 8 x 4 x 4 workgroups of 64x64 fill 108.
+    heads = matmul_mma._config(256, 256, 64, True, False, "f16", 8, multiprocessors=108)
+    assert (heads.tm, heads.tn) == (64, 64)
+
+
 def test_kernels_without_tensor_core_ops_are_refused():
     """kernel/verify.py asks the strategy after every build (an applied
     report above means it passed); a kernel without mma.sync is refused."""

@@ -53,6 +53,10 @@ class Target:
     # registers (strategies/row_warp.py); 0 turns that kernel off, for row
     # reductions too.
     row_register_elements: int = 0
+    # Streaming multiprocessors (compute units) of the GPU the target is
+    # built for; 0: unknown. A kernel whose grid has fewer workgroups leaves
+    # some idle (the matmul kernels pick smaller tiles then).
+    multiprocessors: int = 0
 
     @property
     def is_gpu(self) -> bool:

@@ -15,7 +15,9 @@ Takes, on CUDA (sm_80 and later):
 - A as [M, K], B as [K, N] or [N, K] (attention's q k^T), at most one batch
   loop (one batch element per workgroup), an elementwise epilogue or none;
 - tiles that divide M, N and K (K a multiple of 16), and at most
-  SHARED_LIMIT bytes of workgroup memory.
+  SHARED_LIMIT bytes of workgroup memory; the largest such tile whose grid
+  still has a workgroup per multiprocessor of the target's GPU (fewer, and
+  some multiprocessors idle: a wave left part empty), else the smallest.
 Its numerics have not been checked on a GPU (none was available); the
 schedule's tiling, staging, distribution and epilogue were checked on
 lavapipe with the tensor-core steps replaced by a plain contraction
@@ -117,9 +119,29 @@ class TileConfig:
 
 
 def _config(
-    m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulator: str
+    m: int,
+    n: int,
+    k: int,
+    epilogue: bool,
+    b_k_inner: bool,
+    accumulator: str,
+    batch: int = 1,
+    multiprocessors: int = 0,
 ) -> TileConfig | None:
-    """The first (largest) tile configuration that fits, or None."""
+    """The largest tile configuration that fits and still gives every
+    multiprocessor a workgroup; when none does (a small product), the one
+    with the most workgroups. None when nothing fits."""
+    fitting = list(_configs(m, n, k, epilogue, b_k_inner, accumulator))
+    if not fitting:
+        return None
+    for cfg in fitting:
+        if batch * (m // cfg.tm) * (n // cfg.tn) >= multiprocessors:
+            return cfg
+    return max(fitting, key=lambda c: (m // c.tm) * (n // c.tn))
+
+
+def _configs(m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulator: str):
+    """Every tile configuration that fits, largest tiles first."""
     for kt in K_TILES:
         if k % kt:
             continue
@@ -139,8 +161,7 @@ def _config(
                 shared += tm * tn * ACCUMULATOR_BYTES[accumulator]
             if shared > SHARED_LIMIT:
                 continue
-            return TileConfig(tm, tn, wm, wn, kt, threads, ra, rb, re, shared)
-    return None
+            yield TileConfig(tm, tn, wm, wn, kt, threads, ra, rb, re, shared)
 
 
 def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
@@ -151,7 +172,8 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
     m, n, k = c.m[0], c.n[0], c.k[0]
     epilogue = d.root_op != c.op
     accumulator = c.result.element_type
-    cfg = _config(m, n, k, epilogue, c.rhs_k_inner, accumulator)
+    batch = c.batch[0] if c.batch else 1
+    cfg = _config(m, n, k, epilogue, c.rhs_k_inner, accumulator, batch, target.multiprocessors)
     if cfg is None:
         return None, (
             f"no tile configuration divides {m}x{n}x{k} (M, N by 32-128 and K by 16 or 32, "
