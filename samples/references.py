@@ -68,6 +68,16 @@ def mlp_block_f32(rng, small=False):
     return [x, w1, b1, w2, b2], [y], 1e-4  # sums of 256 and 1024 f32 products
 
 
+def mlp_block_f16(rng, small=False):
+    inputs, _, _ = mlp_block_f32(rng)
+    x, w1, b1, w2, b2 = (a.astype(np.float16) for a in inputs)
+    h = x.astype(np.float64) @ w1 + b1
+    y = _gelu(h) @ w2 + b2
+    # f16 sums of 256 and 1024 products, and the hidden layer rounded to f16
+    # in between: a few f16 ulps of |y| (up to about 4) per term.
+    return [x, w1, b1, w2, b2], [y], 5e-2
+
+
 def attention_f32(rng, small=False):
     q, k, v = (rng.standard_normal((128, 64)).astype(np.float32) for _ in range(3))
     p = _softmax(q.astype(np.float64) @ k.T.astype(np.float64) * 0.125)
@@ -139,6 +149,7 @@ SAMPLES = {
     "layernorm_f32": layernorm_f32,
     "rmsnorm_f32": rmsnorm_f32,
     "mlp_block_f32": mlp_block_f32,
+    "mlp_block_f16": mlp_block_f16,
     "attention_f32": attention_f32,
     "transpose_exp_abs_f32": transpose_exp_abs_f32,
     "log_transpose_add_f32": log_transpose_add_f32,
