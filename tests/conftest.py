@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -8,6 +9,9 @@ from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "samples"))
+# No tuned choices from the machine's cache (~/.cache/tilefuse/tuning.json)
+# in the tests: each test that wants one names its own file.
+os.environ["TILEFUSE_TUNING"] = str(ROOT / "tests" / "no-tuning-cache.json")
 
 NUMPY_TYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32}
 

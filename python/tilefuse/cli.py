@@ -1,4 +1,4 @@
-"""`tilefuse` command line: compile, run, explain, bench, flags.
+"""`tilefuse` command line: compile, run, explain, bench, tune, flags.
 
 Errors print as one line (`tilefuse: error: <location>: <message>`) and exit
 with status 1; output files are written only when everything succeeded.
@@ -40,6 +40,7 @@ def _compile(args):
         fusion=not args.no_fusion,
         strict=args.strict,
         timeout_s=args.phase_timeout,
+        tuning=args.tuning,
     )
 
 
@@ -244,6 +245,29 @@ def _fusion_options(p) -> None:
         default=DEFAULT_PHASE_TIMEOUT_S,
         help="seconds each iree-compile run may take (default %(default)s)",
     )
+    p.add_argument(
+        "--tuning",
+        metavar="FILE",
+        help="tuned-choice cache to read (`tilefuse tune` writes it; default "
+        "$TILEFUSE_TUNING, else ~/.cache/tilefuse/tuning.json)",
+    )
+
+
+def cmd_tune(args) -> None:
+    from .bench.tune import summary_lines, tune
+    from .strategies.tuning import default_path
+
+    cache = Path(args.cache).expanduser() if args.cache else default_path()
+    found = tune(
+        args.model,
+        args.target,
+        device=args.device,
+        cache_path=cache,
+        max_candidates=args.candidates,
+        repeats=args.repeats,
+        progress=lambda s: print(s, file=sys.stderr),
+    )
+    print("\n".join(summary_lines(found, cache)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -338,6 +362,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a --bundle directory on this machine's device and write DIR/results.json",
     )
     b.set_defaults(func=cmd_bench)
+
+    t = sub.add_parser(
+        "tune",
+        help="time the tilings of each tunable dispatch on a device and record the fastest",
+    )
+    t.add_argument("model", help="StableHLO .mlir text or bytecode")
+    t.add_argument("--target", default="vulkan", help=f"one of: {targets}")
+    t.add_argument("--device", help="runtime device (default: the target's driver)")
+    t.add_argument(
+        "--cache",
+        help="the tuning cache to update (default $TILEFUSE_TUNING, else "
+        "~/.cache/tilefuse/tuning.json; compile reads the same)",
+    )
+    t.add_argument("--candidates", type=int, default=6, help="tilings timed per dispatch, at most")
+    t.add_argument("--repeats", type=int, default=7, help="timed calls per candidate (median)")
+    t.set_defaults(func=cmd_tune)
 
     f = sub.add_parser("flags", help="flags that make a plain iree-compile use tilefuse's library")
     f.add_argument("--target", default="vulkan", help=f"one of: {targets}")

@@ -60,6 +60,7 @@ from .kernel.splice import finished_kernels, splice, strategy_executables
 from .kernel.verify import DispatchReport, kernel_problems, reports
 from .strategies import BY_NAME, Choice, catalogue, choose
 from .strategies.library import build_library
+from .strategies.tuning import using as tuning_cache
 from .targets import Target, load_target
 from .toolchain import (
     DEFAULT_PHASE_TIMEOUT_S,
@@ -416,15 +417,21 @@ def compile_program(
     strict: bool = False,
     timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S,
     statistics: bool = False,
+    tuning: str | Path | None = None,
 ) -> CompileResult:
     """`phase1_flags`/`phase2_flags` go to one phase only (bench asks for
     repeated dispatches). `fusion=False` leaves dispatch formation to IREE.
     `strict`: see the module docstring. `timeout_s` bounds each iree-compile
     run. `statistics`: read IREE's scheduling statistics of the formation
-    compiled (CompileResult.scheduled_dispatches)."""
+    compiled (CompileResult.scheduled_dispatches). `tuning`: the tuned-choice
+    cache to read (strategies/tuning.py; None: its default place)."""
     target = load_target(target) if isinstance(target, str) else target
     options = Options(tuple(phase1_flags), statistics, tuple(phase2_flags), strict, timeout_s)
-    with one_context_per_compile(), tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp:
+    with (
+        one_context_per_compile(),
+        tuning_cache(tuning),
+        tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp,
+    ):
         program = source if isinstance(source, Program) else load_program(source)
         workdir = Path(dump_dir) if dump_dir else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)

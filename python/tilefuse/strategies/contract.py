@@ -67,3 +67,18 @@ class Strategy:
     # or None: a degradation that still compiles (kernel/verify.py asks it
     # after the checks every kernel passes).
     kernel_refusal: Callable[[ir.Operation, Params], str | None] | None = None
+    # Its tiles can be tuned (`tilefuse tune`; its plan reads the cache).
+    tunable: "Tunable | None" = None
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """What `tilefuse tune` needs of a strategy (strategies/tuning.py)."""
+
+    # Every parameter set it would take for a dispatch, the chooser's pick
+    # first ([] if it refuses it): what the tuner times.
+    candidates: Callable[[Dispatch, Target], list[Params]]
+    # The fields of a parameter set the cache records (and plan matches).
+    choice_of: Callable[[Params], dict]
+    # The dispatch's cache key: what the choice depends on, not the program.
+    signature: Callable[[Dispatch], str]

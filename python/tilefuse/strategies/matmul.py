@@ -31,8 +31,8 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..irutil import walk
 from ..targets import Target
-from . import attrs
-from .contract import SKIP, Launch, Strategy
+from . import attrs, tuning
+from .contract import SKIP, Launch, Strategy, Tunable
 from .sizes import largest_divisor_at_most
 
 # Per-thread tile sizes tried, largest first: a larger tile reuses each
@@ -153,44 +153,79 @@ def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, i
     return sorted(found, key=lambda t: (-t[2] * t[3], -t[0] * t[1]))
 
 
+def contraction_signature(d: Dispatch) -> str:
+    """What a tuned choice is keyed by: the contraction's loops, types and
+    layouts and whether an epilogue follows (not the program it is in)."""
+    (c,) = d.contractions
+    loops = f"B{c.batch}M{c.m}N{c.n}K{c.k}".replace(" ", "")
+    types = f"{c.lhs.element_type}x{c.rhs.element_type}->{c.result.element_type}"
+    layout = f"A{'k' if c.lhs_k_inner else 'm'}B{'k' if c.rhs_k_inner else 'n'}"
+    return f"{loops} {types} {layout} {'epilogue' if d.root_op != c.op else 'bare'}"
+
+
+def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
+    """The kernel's parameters for one (tm, tn, threads x, threads y), or
+    None when its grid exceeds the target."""
+    (c,) = d.contractions
+    m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
+    tm, tn, threads_x, threads_y = tiles
+    grid = (n // (tn * threads_x), m // (tm * threads_y), c.batch[0] if c.batch else 1)
+    if target.grid_refusal(grid):
+        return None
+    epilogue = d.root_op != c.op
+    return MatmulParams(
+        launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
+        matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
+        workgroup_tile=(tm * threads_y, tn * threads_x),
+        thread_tile=(tm, tn),
+        k_step=_largest_dividing(k, K_STEPS),
+        vector=math.gcd(tn, VECTOR),
+        epilogue=epilogue,
+        batch=bool(c.batch),
+        m_loop=bool(c.m),
+    )
+
+
+def candidates(d: Dispatch, target: Target) -> list[MatmulParams]:
+    """Every tiling the kernel takes for this dispatch, the chooser's first
+    (what `tilefuse tune` times); [] when the kernel refuses it."""
+    if _check(d, target):
+        return []
+    (c,) = d.contractions
+    tiles = _thread_tiles(c.m[0] if c.m else 1, c.n[0], target)
+    return [p for p in (_params(d, target, t) for t in tiles) if p is not None]
+
+
+def choice_of(p: MatmulParams) -> dict:
+    """The fields a tuned choice records."""
+    tx, ty, _ = p.launch.workgroup
+    return {"thread_tile": list(p.thread_tile), "threads": [tx, ty]}
+
+
 def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     why = _check(d, target)
     if why:
         return None, why
     (c,) = d.contractions
     m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
-    tiles = _thread_tiles(m, n, target)
-    if not tiles:
+    options = candidates(d, target)
+    if not options:
+        if _thread_tiles(m, n, target):
+            return None, "every tiling's grid exceeds the target's workgroup counts"
         tm = _largest_dividing(m, THREAD_TILE_SIZES)
         tn = _largest_dividing(n, THREAD_TILE_SIZES)
         return None, (
             f"thread tile {tm}x{tn} (M={m}, N={n} have no larger small divisor): "
             "too little work per thread"
         )
-    tm, tn, threads_x, threads_y = tiles[0]
-    grid = (n // (tn * threads_x), m // (tm * threads_y), c.batch[0] if c.batch else 1)
-    why = target.grid_refusal(grid)
-    if why:
-        return None, why
-    ks = _largest_dividing(k, K_STEPS)
-    epilogue = d.root_op != c.op
-    params = MatmulParams(
-        launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
-        matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
-        workgroup_tile=(tm * threads_y, tn * threads_x),
-        thread_tile=(tm, tn),
-        k_step=ks,
-        vector=math.gcd(tn, VECTOR),
-        epilogue=epilogue,
-        batch=bool(c.batch),
-        m_loop=bool(c.m),
-    )
+    params, note = tuning.pick(options, choice_of, target, "matmul", contraction_signature(d))
+    tm, tn = params.thread_tile
     batch = f"{c.batch[0]} x " if c.batch else ""
     element = c.result.element_type
+    epilogue = " with its epilogue" if params.epilogue else ""
     return params, (
-        f"{batch}{m}x{k} @ {k}x{n} {element}{' with its epilogue' if epilogue else ''}, "
-        f"{tm}x{tn} outputs "
-        f"per thread in registers, K step {ks}, vector FMAs"
+        f"{batch}{m}x{k} @ {k}x{n} {element}{epilogue}, {tm}x{tn} outputs "
+        f"per thread in registers, K step {params.k_step}, vector FMAs{note}"
     )
 
 
@@ -266,6 +301,7 @@ def _holds(op: ir.Operation, name: str) -> bool:
 STRATEGY = Strategy(
     name="matmul",
     plan=plan,
+    tunable=Tunable(candidates, choice_of, contraction_signature),
     describe=describe,
     attributes=attributes,
     steps=steps,

@@ -31,9 +31,9 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..irutil import walk
 from ..targets import Target
-from . import attrs
-from .contract import SKIP, Launch, Strategy
-from .matmul import structure_refusal
+from . import attrs, tuning
+from .contract import SKIP, Launch, Strategy, Tunable
+from .matmul import contraction_signature, structure_refusal
 
 # Workgroup tiles tried, largest first (fewer loads of A and B per output).
 WORKGROUP_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
@@ -164,31 +164,17 @@ def _configs(m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulato
             yield TileConfig(tm, tn, wm, wn, kt, threads, ra, rb, re, shared)
 
 
-def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
-    why = _check(d, target)
-    if why:
-        return None, why
+def _params(d: Dispatch, target: Target, cfg: TileConfig) -> MatmulMmaParams | None:
     (c,) = d.contractions
-    m, n, k = c.m[0], c.n[0], c.k[0]
+    grid = (c.n[0] // cfg.tn, c.m[0] // cfg.tm, c.batch[0] if c.batch else 1)
+    if target.grid_refusal(grid):
+        return None
     epilogue = d.root_op != c.op
-    accumulator = c.result.element_type
-    batch = c.batch[0] if c.batch else 1
-    cfg = _config(m, n, k, epilogue, c.rhs_k_inner, accumulator, batch, target.multiprocessors)
-    if cfg is None:
-        return None, (
-            f"no tile configuration divides {m}x{n}x{k} (M, N by 32-128 and K by 16 or 32, "
-            f"with {SHARED_LIMIT // 1024} KiB of workgroup memory)"
-        )
-    tm, tn, wm, wn = cfg.tm, cfg.tn, cfg.wm, cfg.wn
-    grid = (n // tn, m // tm, c.batch[0] if c.batch else 1)
-    why = target.grid_refusal(grid)
-    if why:
-        return None, why
-    params = MatmulMmaParams(
-        launch=Launch(grid, (32 * (tn // wn), tm // wm, 1), target.subgroup_size),
+    return MatmulMmaParams(
+        launch=Launch(grid, (32 * (cfg.tn // cfg.wn), cfg.tm // cfg.wm, 1), target.subgroup_size),
         matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
-        workgroup_tile=(tm, tn),
-        warp_tile=(wm, wn),
+        workgroup_tile=(cfg.tm, cfg.tn),
+        warp_tile=(cfg.wm, cfg.wn),
         k_tile=cfg.kt,
         copy_a_rows=cfg.ra,
         copy_b_rows=cfg.rb,
@@ -198,11 +184,49 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
         epilogue=epilogue,
         batch=bool(c.batch),
     )
+
+
+def candidates(d: Dispatch, target: Target) -> list[MatmulMmaParams]:
+    """Every tile configuration that fits the dispatch, the chooser's pick
+    first (what `tilefuse tune` times); [] when the kernel refuses it."""
+    if _check(d, target):
+        return []
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    epilogue = d.root_op != c.op
+    accumulator = c.result.element_type
+    batch = c.batch[0] if c.batch else 1
+    first = _config(m, n, k, epilogue, c.rhs_k_inner, accumulator, batch, target.multiprocessors)
+    if first is None:
+        return []
+    others = [
+        cfg for cfg in _configs(m, n, k, epilogue, c.rhs_k_inner, accumulator) if cfg != first
+    ]
+    return [p for p in (_params(d, target, cfg) for cfg in [first, *others]) if p is not None]
+
+
+def choice_of(p: MatmulMmaParams) -> dict:
+    return {"tile": list(p.workgroup_tile), "k_tile": p.k_tile}
+
+
+def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
+    why = _check(d, target)
+    if why:
+        return None, why
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    options = candidates(d, target)
+    if not options:
+        return None, (
+            f"no tile configuration divides {m}x{n}x{k} (M, N by 32-128 and K by 16 or 32, "
+            f"with {SHARED_LIMIT // 1024} KiB of workgroup memory)"
+        )
+    params, note = tuning.pick(options, choice_of, target, "matmul_mma", contraction_signature(d))
     batch = f"{c.batch[0]} x " if c.batch else ""
+    epilogue = " with its epilogue" if params.epilogue else ""
     return params, (
-        f"{batch}{m}x{k} @ {k}x{n} f16 -> {accumulator}"
-        f"{' with its epilogue' if epilogue else ''}: mma.sync m16n8k16, "
-        f"{PIPELINE_DEPTH}-stage cp.async, ldmatrix"
+        f"{batch}{m}x{k} @ {k}x{n} f16 -> {c.result.element_type}{epilogue}: mma.sync "
+        f"m16n8k16, {PIPELINE_DEPTH}-stage cp.async, ldmatrix{note}"
     )
 
 
@@ -289,6 +313,7 @@ def _in_loop(op: ir.Operation) -> bool:
 STRATEGY = Strategy(
     name="matmul_mma",
     plan=plan,
+    tunable=Tunable(candidates, choice_of, contraction_signature),
     describe=describe,
     attributes=attributes,
     steps=steps,
