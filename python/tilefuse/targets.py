@@ -57,6 +57,11 @@ class Target:
     # built for; 0: unknown. A kernel whose grid has fewer workgroups leaves
     # some idle (the matmul kernels pick smaller tiles then).
     multiprocessors: int = 0
+    # Neighbouring threads' accesses must be neighbouring addresses for full
+    # bandwidth (a GPU's coalescing); false for lavapipe, which runs the
+    # kernels on the CPU, where caches absorb strides (the transpose kernel
+    # stages through workgroup memory only where this holds).
+    coalescing_matters: bool = True
 
     @property
     def is_gpu(self) -> bool:

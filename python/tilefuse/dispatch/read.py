@@ -112,6 +112,8 @@ class Dispatch:
     # here puts on a subgroup's lanes (fusion/indexing.py): (1,) coalesced,
     # (0,) one element for all lanes, anything else strided.
     lane_strides: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    # The root's indexing maps (inputs, then outputs); [] for a named root.
+    root_maps: list[ir.AffineMap] = field(default_factory=list)
     # Every contraction among the computing ops (a matmul group has one).
     contractions: list[Contraction] = field(default_factory=list)
 
@@ -268,6 +270,7 @@ def _analyse(func, executable: str) -> Dispatch:
         d.input_inner_dims = [_inner_dim(m) for m in maps[:num_inputs]]
         d.input_maps_identity = [m == identity for m in maps[:num_inputs]]
         d.lane_strides = _lane_strides(maps, operands, num_inputs, d.loop_ranges)
+        d.root_maps = maps
         d.pad_inputs = {
             i: _pad_problem(v.owner.operation, maps[i] == identity)
             for i, v in enumerate(operands[:num_inputs])

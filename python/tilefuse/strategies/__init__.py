@@ -11,11 +11,21 @@ from dataclasses import dataclass
 from ..dispatch.read import Dispatch
 from ..fusion.catalogue import GroupKernel, KernelCatalogue
 from ..targets import Target
-from . import column_reduction, loop, matmul, matmul_mma, row_reduction, row_warp, softmax
+from . import (
+    column_reduction,
+    loop,
+    matmul,
+    matmul_mma,
+    row_reduction,
+    row_warp,
+    softmax,
+    transpose,
+)
 from .contract import Params, Strategy
 
 # Tried in order; the first that applies wins.
 STRATEGIES: tuple[Strategy, ...] = (
+    transpose.STRATEGY,  # before loop: it takes the roots loop would stride
     loop.STRATEGY,
     row_warp.STRATEGY,
     row_reduction.STRATEGY,
