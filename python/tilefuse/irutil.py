@@ -34,6 +34,11 @@ def walk(op):
                 yield from walk(inner)
 
 
+def holds(op: ir.Operation, name: str) -> bool:
+    """Some op nested in `op` is named `name`."""
+    return any(inner.name == name for inner in walk(op))
+
+
 def symbol_name(op) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 

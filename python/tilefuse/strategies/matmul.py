@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
-from ..irutil import walk
+from ..irutil import holds, walk
 from ..targets import Target
 from . import attrs, tuning
 from .contract import SKIP, Launch, Strategy, Tunable
@@ -286,16 +286,12 @@ def kernel_refusal(func: ir.Operation, p: MatmulParams) -> str | None:
     ops = list(walk(func))
     if any(op.name in ("memref.alloc", "memref.alloca") for op in ops):
         return "a buffer is allocated in the kernel (a tile copied, not kept in registers)"
-    k_loops = [op for op in ops if op.name == "scf.for" and _holds(op, "vector.fma")]
+    k_loops = [op for op in ops if op.name == "scf.for" and holds(op, "vector.fma")]
     if not k_loops:
         return "no vector.fma in a loop (the contraction was not lowered to vector FMAs)"
-    if any(_holds(loop, "vector.transfer_write") for loop in k_loops):
+    if any(holds(loop, "vector.transfer_write") for loop in k_loops):
         return "the K loop stores (the accumulators are not kept in registers)"
     return None
-
-
-def _holds(op: ir.Operation, name: str) -> bool:
-    return any(inner.name == name for inner in walk(op))
 
 
 STRATEGY = Strategy(

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
-from ..irutil import walk
+from ..irutil import holds, walk
 from ..targets import Target
 from . import attrs, tuning
 from .contract import SKIP, Launch, Strategy, Tunable
@@ -288,15 +288,11 @@ def kernel_refusal(func: ir.Operation, p: MatmulMmaParams) -> str | None:
             return why
     # Pipelined: the copies of later steps are issued before the loop.
     loops = [op for op in walk(func) if op.name == "scf.for"]
-    if not any(_holds(op, "nvgpu.device_async_copy") for op in loops):
+    if not any(holds(op, "nvgpu.device_async_copy") for op in loops):
         return "no cp.async in a loop"
     if not any(op.name == "nvgpu.device_async_copy" and not _in_loop(op) for op in walk(func)):
         return "the K loop is not pipelined (no cp.async issued before it)"
     return None
-
-
-def _holds(op: ir.Operation, name: str) -> bool:
-    return any(inner.name == name for inner in walk(op))
 
 
 def _in_loop(op: ir.Operation) -> bool:
