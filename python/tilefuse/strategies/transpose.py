@@ -95,6 +95,10 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
             else f"{len(staged)} inputs read across the output's rows"
         )
     (i,) = staged
+    if sorted(inputs[i]) != list(range(len(output))):
+        return None, "the staged input is broadcast (its map is not a permutation)"
+    if sorted(output) != list(range(len(output))):
+        return None, "the output's map is not a permutation of the loops"
     if any(m != output for j, m in enumerate(inputs) if j != i):
         return None, "another input not indexed like the output"
     a = inputs[i][-1]
