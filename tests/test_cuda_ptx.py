@@ -46,3 +46,14 @@ def test_explain_reports_registers(root):
     )
     assert proc.returncode == 0, proc.stderr
     assert "strategy=loop" in proc.stdout and "registers, 0 spill bytes" in proc.stdout
+
+
+def test_a_program_with_no_dispatch_compiles_for_cuda():
+    """A program that returns its argument has no kernel and no PTX; plain
+    iree-compile compiles it, so must tilefuse (the ptxas check has nothing
+    to check, which is no error)."""
+    text = """func.func @main(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  return %x : tensor<16x128xf32>
+}"""
+    result = tilefuse.compile_program(text, "cuda")
+    assert result.reports == [] and result.vmfb

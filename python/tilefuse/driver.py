@@ -753,8 +753,8 @@ def phase3_stage(c: Compilation) -> None:
 
 
 def ptxas_check(c: Compilation, result: CompileResult) -> None:
-    if c.target.backend != "cuda":
-        return
+    if c.target.backend != "cuda" or not c.dispatches:
+        return  # a program with no dispatch (it returns its arguments) has no PTX
     if not c.ptx_files:
         raise TilefuseError("phase 2 wrote no PTX to check")
     attach_ptxas(result.reports, c.ptx_files, c.target.ptxas_arch)
