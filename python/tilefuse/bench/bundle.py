@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import TilefuseError
 from ..frontend import load_program
-from ..paths import ROOT, SAMPLES
+from ..paths import ROOT, SAMPLES, shown
 from ..targets import load_target
 from .costmodel import io_floor
 from .gpu import MANIFEST
@@ -57,14 +57,6 @@ def _commit() -> str | None:
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
-
-
-def _shown(path: Path) -> str:
-    """The model's path relative to the repository when it is inside it."""
-    try:
-        return str(path.resolve().relative_to(ROOT.resolve()))
-    except ValueError:
-        return path.name
 
 
 def _write_runner(out: Path) -> None:
@@ -125,7 +117,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
             entries.append(
                 {
                     "name": path.stem,
-                    "source": _shown(path),
+                    "source": shown(path),
                     "function": function,
                     "floor_bytes": floor,
                     "repeat": {c: r.timing_repeat for c, r in runs.items()},

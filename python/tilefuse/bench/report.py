@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from ..errors import TilefuseError
+from ..paths import shown
 from .measure import median
 from .run import COMPILERS, ModelResult
 
@@ -247,7 +248,7 @@ def markdown_report(results: list[ModelResult], gpu: str, chart_name: str | None
     if kernels:
         parts += ["", "## Kernels (ptxas -v)", "", kernels]
     for r in results:
-        parts += ["", f"## {r.name}", "", f"source `{r.source}`, numerics: {r.numerics}"]
+        parts += ["", f"## {r.name}", "", f"source `{shown(r.source)}`, numerics: {r.numerics}"]
         parts += ["", "tilefuse strategies:", ""]
         parts += [f"- `{line}`" for line in r.runs["tilefuse"].notes]
         parts += ["", dispatch_table(r)]
