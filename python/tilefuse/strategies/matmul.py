@@ -9,8 +9,9 @@ registers before the one store. The inner loop is vector FMAs.
 This first version takes what it can compile right and reports the rest:
 - f32 operands and result; on Vulkan also f16 and bf16, accumulated in the
   result's type as the program asks (and as IREE's kernel does); on CUDA
-  16-bit contractions need the tensor-core path, mma.sync, which IREE's
-  default codegen already uses (not built here yet);
+  also bf16 (IREE 3.13 reaches no tensor cores for it, and its own codegen
+  fails on such a dispatch), while f16 there is the tensor-core kernel's
+  (matmul_mma.py);
 - either operand in either layout (B as [N, K]: attention's q k^T; the
   vector reads of a transposed operand are transposed in registers), the
   contraction's result as [M, N] (its epilogue may store it transposed);
@@ -20,7 +21,9 @@ This first version takes what it can compile right and reports the rest:
 - an elementwise root reading the contraction in its own loop order, or
   none (a bare matmul);
 - tiles that divide M, N and K (the kernel is unmasked: see the script's
-  header for why), with at least MIN_THREAD_TILE outputs per thread.
+  header for why), with at least MIN_THREAD_TILE outputs per thread;
+- the chooser's tiling, or the one `tilefuse tune` measured fastest for
+  this contraction (strategies/tuning.py).
 """
 
 import math
