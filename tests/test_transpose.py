@@ -10,6 +10,7 @@ a copy of that target with coalescing_matters set."""
 import dataclasses
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
@@ -72,6 +73,22 @@ def test_transpose_kernel_on_lavapipe(case):
     got = module.main(*args).astype(np.float64)
     rel = 2e-3 if dtype == np.float16 else 1e-6  # f16 exp; f32 log/exp
     assert np.max(np.abs(got - want)) <= rel * np.max(np.abs(want))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "i8", "i32"])
+def test_transpose_kernel_other_element_types(dtype):
+    """A pure transpose is a copy: the result must be exact (bf16 and i8
+    pad the workgroup tile's rows by one 16- or 8-bit element)."""
+    text = f"""func.func @main(%x: tensor<64x96x{dtype}>) -> tensor<96x64x{dtype}> {{
+  %t = stablehlo.transpose %x, dims = [1, 0] : (tensor<64x96x{dtype}>) -> tensor<96x64x{dtype}>
+  return %t : tensor<96x64x{dtype}>
+}}"""
+    module = tilefuse.compile(text, target=GPU_LIKE, device="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("transpose", "applied"), report.line()
+    np_type = {"bf16": ml_dtypes.bfloat16, "i8": np.int8, "i32": np.int32}[dtype]
+    x = (np.random.default_rng(0).standard_normal((64, 96)) * 20).astype(np_type)
+    np.testing.assert_array_equal(module.main(x), x.T)
 
 
 def test_ragged_dims_stay_on_the_loop_kernel():
