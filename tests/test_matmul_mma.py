@@ -89,7 +89,8 @@ def test_bf16_takes_the_fma_kernel_with_the_reason():
         (1024, 1024, 1024, True, (64, 64)),  # + a 64x64 f16 accumulator tile
         (96, 64, 64, True, (32, 64)),
         (50, 64, 64, False, None),  # M not a multiple of 16
-        (64, 64, 40, False, None),  # K not a multiple of 16
+        (64, 64, 40, False, None),  # K not a multiple of 32
+        (64, 64, 32, False, None),  # one K step: no loop to pipeline
     ],
 )
 def test_tile_choice(m, n, k, epilogue, tile):
@@ -105,10 +106,11 @@ def test_tile_choice(m, n, k, epilogue, tile):
 
 
 def test_small_products_take_smaller_tiles_to_fill_the_gpu():
-    """64x1024 on 132 multiprocessors: 64x64 tiles would leave 116 idle; the
-    largest tile with a workgroup per multiprocessor, else the smallest."""
+    """64x1024 on 132 multiprocessors: 64x64 tiles would leave 116 idle, and
+    32x32 (64 workgroups) or 16x32 (128) still some; 16x16 gives 256."""
     small = matmul_mma._config(64, 1024, 256, True, False, "f16", 1, multiprocessors=132)
-    assert (small.tm, small.tn) == (32, 32)
+    assert (small.tm, small.tn) == (16, 16)
+    assert (small.wm, small.wn, small.threads) == (16, 8, 64)  # two warps
     big = matmul_mma._config(4096, 4096, 4096, False, False, "f16", 1, multiprocessors=132)
     assert (big.tm, big.tn) == (128, 128)
     # A batch of 8 heads counts: 8 x 4 x 4 workgroups of 64x64 fill 108.

@@ -32,7 +32,9 @@
 // every attribute tagged `tilefuse.param`:
 //   matmul_operand     position of the root's input the contraction produces
 //   workgroup_tile     [TM, TN] per workgroup (TM % WM == 0, TN % WN == 0)
-//   k_tile             [0, 0, KT]: the K loop's step (KT % 16 == 0)
+//   k_tile             [0, 0, KT]: the K loop's step (KT % 16 == 0; the
+//                      chooser takes 32: with 16 the pipeliner left the
+//                      loop unpipelined)
 //   warp_tile          [WM, WN] per warp (WM % 16 == 0, WN % 8 == 0;
 //                      warps = (TM/WM) x (TN/WN))
 //   copy_a_tile        [ra, 8]: a thread's piece of A's TM x KT slice per

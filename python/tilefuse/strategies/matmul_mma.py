@@ -14,10 +14,11 @@ Takes, on CUDA (sm_80 and later):
   mma.sync conversion fails on bf16 reads from workgroup memory;
 - A as [M, K], B as [K, N] or [N, K] (attention's q k^T), at most one batch
   loop (one batch element per workgroup), an elementwise epilogue or none;
-- tiles that divide M, N and K (K a multiple of 16), and at most
+- tiles that divide M, N and K (K in steps of 32, at least two), and at most
   SHARED_LIMIT bytes of workgroup memory; the largest such tile whose grid
   still has a workgroup per multiprocessor of the target's GPU (fewer, and
-  some multiprocessors idle: a wave left part empty), else the smallest.
+  some multiprocessors idle: a wave left part empty), else the one with
+  the most workgroups; 2 x 2 warps where the tile allows, else fewer.
 Its numerics have not been checked on a GPU (none was available); the
 schedule's tiling, staging, distribution and epilogue were checked on
 lavapipe with the tensor-core steps replaced by a plain contraction
@@ -36,9 +37,22 @@ from .contract import SKIP, Launch, Strategy, Tunable
 from .matmul import contraction_signature, structure_refusal
 
 # Workgroup tiles tried, largest first (fewer loads of A and B per output).
-WORKGROUP_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+WORKGROUP_TILES = (
+    (128, 128),
+    (128, 64),
+    (64, 128),
+    (64, 64),
+    (64, 32),
+    (32, 64),
+    (32, 32),
+    (32, 16),
+    (16, 32),
+    (16, 16),
+)
 MAX_WARP_TILE = 64  # 64x64 f32 accumulators: 128 registers per thread
-K_TILES = (32, 16)  # a multiple of mma.sync's k16
+# A multiple of mma.sync's k16. 16 was tried: the pipeliner left such
+# loops unpipelined (the kernel check refused them), so 32 only.
+K_TILES = (32,)
 COPY_WIDTH = 8  # f16 elements per cp.async (16 bytes)
 PIPELINE_DEPTH = 3  # the pipeliner leaves depth 2 unpipelined, silently
 # IREE's CUDA kernels take workgroup memory dynamically; more than 48 KiB
@@ -84,14 +98,16 @@ def _check(d: Dispatch, target: Target) -> str | None:
     return None
 
 
-def _warps(tm: int, tn: int) -> tuple[int, int] | None:
-    """(WM, WN): a 2 x 2 grid of warps where the tile allows, each warp's
-    piece a whole number of m16n8 tiles and at most MAX_WARP_TILE a side."""
-    wm = tm // 2 if tm >= 32 else tm
-    wn = tn // 2 if tn >= 16 else tn
-    if wm % 16 or wn % 8 or wm > MAX_WARP_TILE or wn > MAX_WARP_TILE:
-        return None
-    return wm, wn
+def _warps(tm: int, tn: int) -> list[tuple[int, int]]:
+    """(WM, WN) candidates, most warps first (2 x 2, 2 x 1, 1 x 2, one warp
+    for small tiles), each warp's piece a whole number of m16n8 tiles and at
+    most MAX_WARP_TILE a side."""
+    found = []
+    for wy, wx in ((2, 2), (2, 1), (1, 2), (1, 1)):
+        wm, wn = tm // wy, tn // wx
+        if wm % 16 == 0 and wn % 8 == 0 and wm <= MAX_WARP_TILE and wn <= MAX_WARP_TILE:
+            found.append((wm, wn))
+    return found
 
 
 def _pieces(rows: int, cols: int, threads: int) -> int | None:
@@ -143,25 +159,28 @@ def _config(
 def _configs(m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulator: str):
     """Every tile configuration that fits, largest tiles first."""
     for kt in K_TILES:
-        if k % kt:
+        # One K step is no loop at all: nothing to pipeline.
+        if k % kt or k // kt < 2:
             continue
         for tm, tn in WORKGROUP_TILES:
-            warps = _warps(tm, tn)
-            if m % tm or n % tn or warps is None:
-                continue
-            wm, wn = warps
-            threads = 32 * (tm // wm) * (tn // wn)
-            ra = _pieces(tm, kt, threads)
-            rb = _pieces(tn, kt, threads) if b_k_inner else _pieces(kt, tn, threads)
-            re = max(1, tm * tn // COPY_WIDTH // threads)
-            if ra is None or rb is None or tm % re or (tm // re) * (tn // COPY_WIDTH) > threads:
+            if m % tm or n % tn:
                 continue
             shared = PIPELINE_DEPTH * (tm * kt + kt * tn) * 2
             if epilogue:
                 shared += tm * tn * ACCUMULATOR_BYTES[accumulator]
             if shared > SHARED_LIMIT:
                 continue
-            yield TileConfig(tm, tn, wm, wn, kt, threads, ra, rb, re, shared)
+            for wm, wn in _warps(tm, tn):
+                threads = 32 * (tm // wm) * (tn // wn)
+                ra = _pieces(tm, kt, threads)
+                rb = _pieces(tn, kt, threads) if b_k_inner else _pieces(kt, tn, threads)
+                re = max(1, tm * tn // COPY_WIDTH // threads)
+                if ra is None or rb is None or tm % re:
+                    continue
+                if (tm // re) * (tn // COPY_WIDTH) > threads:
+                    continue
+                yield TileConfig(tm, tn, wm, wn, kt, threads, ra, rb, re, shared)
+                break  # the most warps that fit this tile
 
 
 def _params(d: Dispatch, target: Target, cfg: TileConfig) -> MatmulMmaParams | None:
@@ -218,8 +237,8 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
     options = candidates(d, target)
     if not options:
         return None, (
-            f"no tile configuration divides {m}x{n}x{k} (M, N by 32-128 and K by 16 or 32, "
-            f"with {SHARED_LIMIT // 1024} KiB of workgroup memory)"
+            f"no tile configuration divides {m}x{n}x{k} (M, N by 16-128, K by 32 "
+            f"in at least two steps, {SHARED_LIMIT // 1024} KiB of workgroup memory)"
         )
     params, note = tuning.pick(options, choice_of, target, "matmul_mma", contraction_signature(d))
     batch = f"{c.batch[0]} x " if c.batch else ""
