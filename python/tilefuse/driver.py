@@ -816,6 +816,18 @@ def recompile(result: CompileResult, workdir: Path, phase2_flags: tuple[str, ...
     sources, strategies, and the strategies withdrawn the first time.
     `result` must come from a compile whose work directory still exists
     (a dump_dir)."""
+    return rerun(result, workdir, phase2_flags).vmfb
+
+
+def rerun(
+    result: CompileResult,
+    workdir: Path,
+    phase2_flags: tuple[str, ...],
+    choices: list[Choice] | None = None,
+) -> CompileResult:
+    """`recompile`, as a CompileResult; with `choices`, those strategies and
+    parameters instead of the first compile's (`tilefuse tune`: one
+    dispatch's candidate), which runs phase 2 again on SPIR-V too."""
     c = result.compilation
     if c is None or not c.sources.exists():
         raise TilefuseError("recompile needs a compile kept in a dump directory")
@@ -824,9 +836,12 @@ def recompile(result: CompileResult, workdir: Path, phase2_flags: tuple[str, ...
         c,
         workdir=workdir,
         options=replace(c.options, phase2_flags=tuple(phase2_flags)),
+        choices=list(c.choices if choices is None else choices),
         notes=[],
         stage_log=list(c.stage_log),
         failures=dict(c.failures),
     )
-    # SPIR-V's phase 2 made only the kernels: phase 3 compiles them again.
-    return run_stages(again, "phase3" if c.kernels is not None else "phase2").vmfb
+    # SPIR-V's phase 2 made only the kernels: phase 3 compiles them again,
+    # unless the strategies changed.
+    same_kernels = choices is None and c.kernels is not None
+    return run_stages(again, "phase3" if same_kernels else "phase2")

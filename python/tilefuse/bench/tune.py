@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..driver import compile_program, run_stages
+from ..driver import compile_program, rerun
 from ..errors import TilefuseError
 from ..frontend import load_program
 from ..runtime import CompiledModule, open_device
@@ -29,7 +29,7 @@ from ..targets import load_target
 from .costmodel import io_floor
 from .gpu import random_inputs, time_interleaved
 from .measure import REPEAT_FLAG
-from .run import entry_function, input_signature, timing_repeat
+from .run import BenchOptions, entry_function, input_signature, timing_repeat
 
 MAX_CANDIDATES = 6
 # A candidate replaces the chooser's pick only when it is this much faster
@@ -63,7 +63,7 @@ def tune(
     program = load_program(model)
     function = entry_function(program)
     inputs = random_inputs(input_signature(program, function), np.random.default_rng(0))
-    repeat = timing_repeat(io_floor(program.text, function), 200)
+    repeat = timing_repeat(io_floor(program.text, function), BenchOptions().dispatch_repeat)
     cache_path = cache_path or cache.default_path()
     config = open_device(device)
     found = []
@@ -83,22 +83,12 @@ def tune(
                 progress(f"{choice.dispatch.name}: {len(options)} candidates")
             calls, kept, skipped = [], [], []
             for j, params in enumerate(options):
-                again = replace(
-                    c,
-                    workdir=root / f"{i}-{j}",
-                    options=replace(c.options, phase2_flags=(f"{REPEAT_FLAG}={repeat}",)),
-                    choices=[
-                        replace(ch, params=params) if k == i else ch
-                        for k, ch in enumerate(c.choices)
-                    ],
-                    failures=dict(c.failures),
-                    notes=[],
-                    stage_log=list(c.stage_log),
-                )
-                again.workdir.mkdir(parents=True)
+                choices = [
+                    replace(ch, params=params) if k == i else ch for k, ch in enumerate(c.choices)
+                ]
                 what = strategy.describe(params)
                 try:
-                    result = run_stages(again, "phase2")
+                    result = rerun(base, root / f"{i}-{j}", (f"{REPEAT_FLAG}={repeat}",), choices)
                 except TilefuseError as e:
                     skipped.append(f"{what}: {e}")
                     continue

@@ -13,7 +13,7 @@ and IREE's tuner do, the cache is a file:
 
 Where: `compile_program(tuning=PATH)` (`--tuning PATH` on the command line),
 else $TILEFUSE_TUNING, else ~/.cache/tilefuse/tuning.json; a missing file
-is an empty cache.
+is an empty cache. A file is parsed again only when it changed.
 """
 
 import json
@@ -51,10 +51,19 @@ def key(target: str, strategy: str, signature: str) -> str:
     return f"{target}|{strategy}|{signature}"
 
 
+# path -> (mtime_ns, size, entries): every matmul dispatch of a compile
+# looks its signature up, and the file changes only when `tune` writes it.
+_READ: dict[Path, tuple[int, int, dict]] = {}
+
+
 def load(path: Path) -> dict:
     """The cache's entries ({} when the file does not exist)."""
     if not path.is_file():
         return {}
+    stat = path.stat()
+    seen = _READ.get(path)
+    if seen and seen[:2] == (stat.st_mtime_ns, stat.st_size):
+        return seen[2]
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -63,7 +72,9 @@ def load(path: Path) -> dict:
         raise TilefuseError(
             f"tuning cache version {data.get('version')} (this build reads {VERSION})", str(path)
         )
-    return data.get("entries", {})
+    entries = data.get("entries", {})
+    _READ[path] = (stat.st_mtime_ns, stat.st_size, entries)
+    return entries
 
 
 def lookup(target: str, strategy: str, signature: str) -> dict | None:
@@ -74,7 +85,7 @@ def lookup(target: str, strategy: str, signature: str) -> dict | None:
 
 def record(path: Path, target: str, strategy: str, signature: str, entry: dict) -> None:
     """Add or replace one entry (written whole, through a temporary file)."""
-    entries = load(path)
+    entries = dict(load(path))  # not the memo's own dict
     entries[key(target, strategy, signature)] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
