@@ -34,6 +34,18 @@ def walk(op):
                 yield from walk(inner)
 
 
+def map_dims(amap: ir.AffineMap) -> list[int] | None:
+    """The loop dim of each result of `amap`, or None when a result is not
+    a plain dim (a constant, a sum, ...)."""
+    dims = []
+    for expr in amap.results:
+        expr = expr.maybe_downcast()
+        if not isinstance(expr, ir.AffineDimExpr):
+            return None
+        dims.append(expr.position)
+    return dims
+
+
 def holds(op: ir.Operation, name: str) -> bool:
     """Some op nested in `op` is named `name`."""
     return any(inner.name == name for inner in walk(op))

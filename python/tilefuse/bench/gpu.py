@@ -20,6 +20,7 @@ and prints one line per model.
 """
 
 import argparse
+import functools
 import importlib.util
 import json
 import platform
@@ -115,8 +116,10 @@ def time_interleaved(functions, device_args, repeat_counts, repeats: int, warmup
     return times
 
 
+@functools.cache
 def _references(bundle: Path):
-    """The bundle's copy of samples/references.py, as a module."""
+    """The bundle's copy of samples/references.py, as a module (loaded once
+    per run, not once per model)."""
     spec = importlib.util.spec_from_file_location("tilefuse_references", bundle / "references.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

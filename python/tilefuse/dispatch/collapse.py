@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import context, iterator_types, symbol_name, walk
+from ..irutil import context, iterator_types, map_dims, symbol_name, walk
 from .read import LOAD, STORE
 
 
@@ -44,16 +44,6 @@ class Layout:
         return [g for g in (self.batch, self.kept, self.reduced) if g]
 
 
-def _dims(amap: ir.AffineMap) -> list[int] | None:
-    dims = []
-    for expr in amap.results:
-        try:
-            dims.append(ir.AffineDimExpr(expr).position)
-        except (ValueError, TypeError):
-            return None
-    return dims
-
-
 def _layout(root: ir.Operation) -> tuple[Layout | None, str | None]:
     """The root's loop groups if it is a collapsible column reduction; else
     None and why, or None and None when it is no column reduction at all
@@ -64,7 +54,7 @@ def _layout(root: ir.Operation) -> tuple[Layout | None, str | None]:
     iters = [it == "reduction" for it in iterator_types(root)]
     rank, parallel = len(iters), iters.count(False)
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
-    maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(attrs["indexing_maps"])]
+    maps = [map_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(attrs["indexing_maps"])]
     first = maps[0] if num_inputs and maps else None
     if parallel in (0, rank) or not first or first[-1] >= parallel:
         return None, None  # no column reduction: nothing reduced, or rows
@@ -127,7 +117,7 @@ def _elementwise_of_loads(value: ir.Value) -> ir.Operation | None:
     if "reduction" in iterator_types(op):
         return None
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
-    if any(not m.is_permutation or _dims(m) != list(range(m.n_dims)) for m in maps):
+    if any(not m.is_permutation or map_dims(m) != list(range(m.n_dims)) for m in maps):
         return None
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
     if any(_full_load(op.operands[i]) is None for i in range(num_inputs)):
@@ -214,7 +204,7 @@ def _rewrite(root: ir.Operation, layout: Layout) -> str | None:
     if why:
         return why
     in_shape = list(ir.RankedTensorType(root.operands[0].type).shape)
-    in_map = _dims(ir.AffineMapAttr(ir.ArrayAttr(attrs["indexing_maps"])[0]).value)
+    in_map = map_dims(ir.AffineMapAttr(ir.ArrayAttr(attrs["indexing_maps"])[0]).value)
     dim_sizes = [0] * len(in_map)
     for d, n in zip(in_map, in_shape):
         dim_sizes[d] = n

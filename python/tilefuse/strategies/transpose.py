@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
-from ..irutil import walk
+from ..irutil import map_dims, walk
 from ..targets import Target
 from . import attrs
 from .contract import Launch, Strategy
@@ -49,16 +49,6 @@ class TransposeParams:
     element_bits: int
 
 
-def _dims(amap: ir.AffineMap) -> list[int] | None:
-    out = []
-    for e in amap.results:
-        e = e.maybe_downcast()
-        if not isinstance(e, ir.AffineDimExpr):
-            return None
-        out.append(e.position)
-    return out
-
-
 def _tile(n: int) -> int | None:
     for limit in (TILE, WIDE_TILE):
         t = largest_divisor_at_most(n, limit)
@@ -80,7 +70,7 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
         return None, "the root reduces"
     if d.ops != ["linalg.generic"]:
         return None, f"ops {d.ops}: the root alone (producers fused into it by IREE)"
-    maps = [_dims(m) for m in d.root_maps]
+    maps = [map_dims(m) for m in d.root_maps]
     if any(m is None for m in maps) or len(d.outputs) != 1:
         return None, "an operand not indexed by loop dims alone, or several results"
     *inputs, output = maps
