@@ -1,4 +1,4 @@
-"""`tilefuse` command line: compile, run, explain, bench, tune, flags.
+"""`tilefuse` command line: compile, run, explain, dispatches, try, bench, tune, flags.
 
 Errors print as one line (`tilefuse: error: <location>: <message>`) and exit
 with status 1; output files are written only when everything succeeded.
@@ -71,6 +71,55 @@ def cmd_explain(args) -> None:
         f"{len(result.reports) - applied} on IREE's default codegen"
         + (f" ({failed} after their strategy failed)" if failed else "")
     )
+
+
+def cmd_dispatches(args) -> None:
+    """List the dispatches (explain's lines, numbered), or write one of them
+    as a standalone module (--extract)."""
+    from .authoring.extract import extract_dispatch
+
+    if args.extract is None and args.output:
+        raise TilefuseError("-o needs --extract N (which dispatch to write)")
+    if args.extract is not None and not args.output:
+        raise TilefuseError("--extract needs -o FILE (where to write the dispatch)")
+    with tempfile.TemporaryDirectory(prefix="tilefuse-dispatches-") as tmp:
+        dump = args.dump_dir
+        args.dump_dir = dump or tmp  # the executable sources must outlive the compile
+        result = _compile(args)
+        args.dump_dir = dump
+        if args.extract is None:
+            for i, report in enumerate(result.reports):
+                print(f"{i}: {report.line()}")
+            return
+        index = pick_dispatch([r.name for r in result.reports], args.extract, args.input)
+        report = result.reports[index]
+        header = (
+            f"// Dispatch {index} of {args.input} (target {args.target}): {report.name}\n"
+            f"// {report.kind} {report.shapes}; written by `tilefuse dispatches --extract`.\n"
+            "// Arguments: the tensors the dispatch loads; results: the tensors it stores.\n"
+        )
+        extracted = extract_dispatch(result.sources.read_text(), report.name, header)
+    _write_atomically(Path(args.output), extracted.text.encode())
+    print(
+        f"wrote {args.output}: dispatch {index} {report.name}, "
+        f"({', '.join(extracted.inputs)}) -> ({', '.join(extracted.results)})",
+        file=sys.stderr,
+    )
+
+
+def pick_dispatch(names: list[str], wanted: str, model: str) -> int:
+    """The index of dispatch `wanted` (an index or a name) among `names`."""
+    if wanted.isdigit():
+        if int(wanted) < len(names):
+            return int(wanted)
+        raise TilefuseError(
+            f"no dispatch {wanted}: it has {len(names)} "
+            f"(0 to {len(names) - 1}; `tilefuse dispatches {model}` lists them)",
+            model,
+        )
+    if wanted in names:
+        return names.index(wanted)
+    raise TilefuseError(f"no dispatch named {wanted}; its dispatches: {', '.join(names)}", model)
 
 
 def _fusion_views(args, result) -> None:
@@ -294,6 +343,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="path stem of the fusion picture (default: --dump-dir, else the working directory)",
     )
     e.set_defaults(func=cmd_explain)
+
+    d = sub.add_parser(
+        "dispatches",
+        help="list the dispatches (index, name, kind, shapes, strategy), or write one "
+        "as a standalone module (--extract)",
+    )
+    d.add_argument("input", help="StableHLO .mlir text or bytecode")
+    d.add_argument("--target", default="vulkan", help=f"one of: {targets}")
+    d.add_argument("--dump-dir")
+    d.add_argument(
+        "--extract",
+        metavar="N",
+        help="write dispatch N (its index in the list, or its name) as a module whose "
+        "@main takes the tensors the dispatch loads and returns those it stores; "
+        "`tilefuse compile`, `tilefuse try` and plain iree-compile take it",
+    )
+    d.add_argument("-o", "--output", help="the file --extract writes")
+    _fusion_options(d)
+    d.set_defaults(func=cmd_dispatches)
 
     r = sub.add_parser("run", help="run a function of a compiled module")
     r.add_argument("module", help="a .vmfb from `tilefuse compile`")

@@ -6,6 +6,8 @@ so that IREE's own codegen compiles the dispatch; `explain` prints that reason.
 Every strategy is a `Strategy` record (contract.py); this module lists them.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..dispatch.read import Dispatch
@@ -63,6 +65,20 @@ def choose(dispatch: Dispatch, target: Target) -> Choice:
             return Choice(dispatch, strategy.name, params, why)
         reasons.append(f"{strategy.name}: {why}")
     return Choice(dispatch, None, reason="; ".join(reasons))
+
+
+@contextmanager
+def registered(strategy: Strategy) -> Iterator[None]:
+    """`strategy` known by name (BY_NAME) in this scope, to the library
+    writer and the kernel checks, without being tried by `choose`: a user's
+    script that `tilefuse try` assigns to dispatches itself."""
+    if strategy.name in BY_NAME:
+        raise ValueError(f"a strategy named {strategy.name} exists")
+    BY_NAME[strategy.name] = strategy
+    try:
+        yield
+    finally:
+        del BY_NAME[strategy.name]
 
 
 def catalogue() -> KernelCatalogue:

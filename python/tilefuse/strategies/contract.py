@@ -69,6 +69,12 @@ class Strategy:
     kernel_refusal: Callable[[ir.Operation, Params], str | None] | None = None
     # Its tiles can be tuned (`tilefuse tune`; its plan reads the cache).
     tunable: "Tunable | None" = None
+    # The script's text, when it is not transform_scripts/<name>.mlir (a
+    # user's script under `tilefuse try`, printed with its locations so that
+    # the library's errors point into the user's file), and its main
+    # sequence when that is not @tilefuse_<name>.
+    script: str | None = None
+    entry: str | None = None
 
 
 @dataclass(frozen=True)
