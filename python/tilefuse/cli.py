@@ -107,6 +107,30 @@ def cmd_dispatches(args) -> None:
     )
 
 
+def cmd_try(args) -> None:
+    """A user's transform script on dispatches of a model (authoring/try_script.py)."""
+    from .authoring.try_script import step_text, summary, try_script, write_steps
+
+    if args.print_after is not None and args.print_after_all:
+        raise TilefuseError("give --print-after N or --print-after-all DIR, not both")
+    result = try_script(
+        args.script,
+        args.model,
+        dispatch=args.dispatch,
+        target=args.target,
+        workdir=Path(args.work_dir) if args.work_dir else None,
+        repeats=args.repeats,
+        progress=lambda line: print(f"try: {line}", file=sys.stderr),
+    )
+    if args.print_after is not None:
+        print(step_text(result, args.print_after))
+    if args.print_after_all:
+        written = write_steps(result, Path(args.print_after_all))
+        print(f"wrote {len(written)} files to {args.print_after_all}", file=sys.stderr)
+    for line in summary(result):
+        print(line)
+
+
 def pick_dispatch(names: list[str], wanted: str, model: str) -> int:
     """The index of dispatch `wanted` (an index or a name) among `names`."""
     if wanted.isdigit():
@@ -362,6 +386,37 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", help="the file --extract writes")
     _fusion_options(d)
     d.set_defaults(func=cmd_dispatches)
+
+    y = sub.add_parser(
+        "try",
+        help="apply your transform script to dispatches of a model: checked kernel, "
+        "numerics against the CPU, lavapipe time against the built-in strategy",
+        description="Apply SCRIPT (its @__transform_main, or its only public named "
+        "sequence, receives the dispatch's func.func) to a dispatch of MODEL instead "
+        "of tilefuse's strategy (the other dispatches keep theirs; without --dispatch, "
+        "every dispatch it applies to). The kernel must pass the checks every kernel "
+        "passes (a script that leaves the dispatch unchanged or undistributed is "
+        "refused); the model runs on lavapipe against the CPU reference, and is timed "
+        "against the built-in strategies. Errors point into SCRIPT. See docs/authoring.md.",
+    )
+    y.add_argument("script", help="a transform-dialect script (.mlir)")
+    y.add_argument("model", help="StableHLO .mlir text or bytecode (or an extracted dispatch)")
+    y.add_argument("--dispatch", metavar="NAME|N", help="only this dispatch (name or index)")
+    y.add_argument("--target", default="vulkan", help="a SPIR-V target (runs: vulkan only)")
+    y.add_argument(
+        "--print-after",
+        type=int,
+        metavar="N",
+        help="print the dispatch's function after the Nth top-level op of the script",
+    )
+    y.add_argument(
+        "--print-after-all",
+        metavar="DIR",
+        help="write the function after every top-level op to DIR (00-input.mlir, 01-...)",
+    )
+    y.add_argument("--repeats", type=int, default=7, help="timed calls per module (median)")
+    y.add_argument("--work-dir", help="keep every intermediate file here")
+    y.set_defaults(func=cmd_try)
 
     r = sub.add_parser("run", help="run a function of a compiled module")
     r.add_argument("module", help="a .vmfb from `tilefuse compile`")
