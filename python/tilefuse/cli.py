@@ -113,6 +113,17 @@ def cmd_try(args) -> None:
 
     if args.print_after is not None and args.print_after_all:
         raise TilefuseError("give --print-after N or --print-after-all DIR, not both")
+
+    def show_steps(script, applied) -> None:
+        if args.print_after is not None:
+            print(step_text(script, applied, args.print_after))
+        if args.print_after_all:
+            folder = Path(args.print_after_all)
+            if args.dispatch is None:  # possibly several dispatches: one folder each
+                folder = folder / applied.dispatch
+            written = write_steps(script, applied, folder)
+            print(f"wrote {len(written)} files to {folder}", file=sys.stderr)
+
     result = try_script(
         args.script,
         args.model,
@@ -121,12 +132,8 @@ def cmd_try(args) -> None:
         workdir=Path(args.work_dir) if args.work_dir else None,
         repeats=args.repeats,
         progress=lambda line: print(f"try: {line}", file=sys.stderr),
+        show_steps=show_steps,
     )
-    if args.print_after is not None:
-        print(step_text(result, args.print_after))
-    if args.print_after_all:
-        written = write_steps(result, Path(args.print_after_all))
-        print(f"wrote {len(written)} files to {args.print_after_all}", file=sys.stderr)
     for line in summary(result):
         print(line)
 

@@ -28,7 +28,9 @@ class PhaseFailed(TilefuseError):
     """iree-compile failed or ran out of time; keeps its output so that the
     driver can tell which dispatch failed."""
 
-    def __init__(self, what: str, reason: str, stderr: str, timed_out: bool = False):
+    def __init__(
+        self, what: str, reason: str, stderr: str, timed_out: bool = False, stdout: str = ""
+    ):
         super().__init__(f"{what} failed: {reason}")
         self.what = what
         self.reason = reason
@@ -36,6 +38,7 @@ class PhaseFailed(TilefuseError):
         # name dispatches that did not fail.
         self.stderr = stderr
         self.timed_out = timed_out
+        self.stdout = stdout  # what it printed before failing (transform.print)
 
 
 def iree_compile(
@@ -61,7 +64,7 @@ def run_tool(tool: str, args: list[str], what: str, timeout_s: float | None) -> 
         stderr = _text(e.stderr)
         raise PhaseFailed(what, f"timed out after {timeout_s:g} s", stderr, True) from None
     if proc.returncode != 0:
-        raise PhaseFailed(what, first_error(proc.stderr), proc.stderr)
+        raise PhaseFailed(what, first_error(proc.stderr), proc.stderr, stdout=proc.stdout)
     return ToolRun(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -72,8 +72,9 @@ class Applied:
 
     dispatch: str
     kernel: str  # the finished function
-    launch: Launch
+    launch: Launch | None
     steps: dict[int, str]  # step -> the function after it (0: before the first)
+    problem: str | None = None  # why the kernel is refused (then launch is None)
 
 
 @dataclass
@@ -92,14 +93,38 @@ class TryResult:
     timing_repeat: int = 0
 
 
-def _script_error(stderr: str, script: UserScript, dispatch: str, workdir: Path) -> TilefuseError:
-    """The first error IREE located in the user's script; else its first error."""
+# IREE's error for a dispatch whose strategy set no final translation_info.
+NOT_FINISHED = "expected transform dialect lowering to set the translation_info"
+
+
+def _script_error(failure: PhaseFailed, script: UserScript, dispatch: str, workdir: Path):
+    """The first error IREE located in the user's script. An op that reports
+    its failure on the payload alone (vectorize does) is found by the step
+    printouts: the step after the last one printed failed."""
+    stderr = failure.stderr
+    if NOT_FINISHED in stderr:
+        return TilefuseError(
+            f"refused: the script leaves dispatch {dispatch} unfinished: it sets no "
+            "translation_info with pipeline no_pipeline and the workgroup size (a script "
+            "that does nothing ends so; see docs/authoring.md, step 7)",
+            script.path,
+        )
     for line in stderr.splitlines():
         head, sep, message = line.partition(": error: ")
         if sep and head.startswith(f"{script.path}:"):
             return TilefuseError(f"{message} (on dispatch {dispatch})", head)
     first = next((line for line in stderr.splitlines() if ": error: " in line), stderr.strip())
     first = first.replace(f"{workdir}/", "")
+    printed = step_printouts(failure.stdout)
+    failed = max(printed, default=-1) + 1  # the step after the last printed
+    if 1 <= failed <= len(script.steps):
+        step = script.steps[failed - 1]
+        message = first.split(": error: ", 1)[-1]
+        return TilefuseError(
+            f"{message} (step {failed}, {step.op}, on dispatch {dispatch}; IREE located "
+            f"it in the payload: {first.split(': error: ', 1)[0]})",
+            step.location,
+        )
     return TilefuseError(f"the script failed on dispatch {dispatch}: {first}", script.path)
 
 
@@ -129,18 +154,24 @@ def apply(
                 f"the script on {name}",
             )
         except PhaseFailed as e:
-            raise _script_error(e.stderr, script, name, workdir) from None
+            raise _script_error(e, script, name, workdir) from None
         log = run.stdout + run.stderr
         problems = kernel_problems([mine], log)
+    steps = step_printouts(log)
     if problems:
         problem = problems[name].split(": ", 1)[-1] if name in problems else "?"
-        raise TilefuseError(
-            f"refused: the script leaves dispatch {name} unchanged or undistributed: {problem}",
-            script.path,
-        )
+        return Applied(name, "", None, steps, problem)
     kernel = printed_kernels(log)[name]
     _text, grid = finished_kernels(out.read_text())[name]
-    return Applied(name, kernel, _launch(kernel, grid), step_printouts(log))
+    return Applied(name, kernel, _launch(kernel, grid), steps)
+
+
+def refusal(applied: Applied, script: UserScript) -> TilefuseError:
+    return TilefuseError(
+        f"refused: the script leaves dispatch {applied.dispatch} unchanged or "
+        f"undistributed: {applied.problem}",
+        script.path,
+    )
 
 
 def _launch(kernel: str, grid) -> Launch:
@@ -168,9 +199,12 @@ def try_script(
     workdir: Path | None = None,
     repeats: int = 7,
     progress=lambda line: None,
+    show_steps=None,
 ) -> TryResult:
     """Everything `tilefuse try` does (the module docstring); raises
-    TilefuseError for a script that fails, does nothing or computes wrong."""
+    TilefuseError for a script that fails, does nothing or computes wrong.
+    `show_steps(script, applied)` sees each dispatch's steps as soon as the
+    script ran on it, also when its kernel is then refused."""
     script = load_script(script_path)
     printing = load_script(script_path, with_step_prints=True)
     tgt = load_target(target)
@@ -186,11 +220,14 @@ def try_script(
         for choice in candidates:
             progress(f"applying the script to {choice.dispatch.name}")
             try:
-                applied.append(
-                    apply(
-                        script, printing, c.sources, choice, work / "apply" / choice.dispatch.name
-                    )
+                one = apply(
+                    script, printing, c.sources, choice, work / "apply" / choice.dispatch.name
                 )
+                if show_steps is not None and (one.problem is None or dispatch is not None):
+                    show_steps(script, one)
+                if one.problem is not None:
+                    raise refusal(one, script)
+                applied.append(one)
             except TilefuseError as e:
                 if dispatch is not None:
                     raise
@@ -343,36 +380,28 @@ def summary(result: TryResult, print_after: int | None = None) -> list[str]:
     return lines
 
 
-def step_text(result: TryResult, step: int) -> str:
-    """The function after top-level step `step` of the script, per dispatch."""
-    s = result.script
-    if not 1 <= step <= len(s.steps):
+def step_text(script: UserScript, applied: Applied, step: int) -> str:
+    """The dispatch's function after top-level step `step` of the script."""
+    if not 1 <= step <= len(script.steps):
         raise TilefuseError(
-            f"--print-after {step}: the script's entry has {len(s.steps)} top-level steps", s.path
+            f"--print-after {step}: the script's entry has {len(script.steps)} top-level steps",
+            script.path,
         )
-    info = s.steps[step - 1]
-    parts = []
-    for a in result.applied:
-        parts.append(
-            f"// {a.dispatch} after step {step}: {info.op} ({info.location})\n{a.steps[step]}"
-        )
-    return "\n".join(parts)
+    info = script.steps[step - 1]
+    where = f"{info.op} ({info.location})"
+    return f"// {applied.dispatch} after step {step}: {where}\n{applied.steps[step]}"
 
 
-def write_steps(result: TryResult, directory: Path) -> list[Path]:
-    """One file per step (and 00 for the function before the first), per
-    dispatch: DIR/NN-<op>.mlir, in a folder per dispatch when there are several."""
-    written = []
-    s = result.script
+def write_steps(script: UserScript, applied: Applied, directory: Path) -> list[Path]:
+    """One file per step, DIR/NN-<op>.mlir (00-input.mlir: before the first)."""
     names = {0: ("input", "the dispatch before the script")}
-    for info in s.steps:
+    for info in script.steps:
         names[info.index] = (info.op.removeprefix("transform."), f"{info.op} at {info.location}")
-    for a in result.applied:
-        folder = directory / a.dispatch if len(result.applied) > 1 else directory
-        folder.mkdir(parents=True, exist_ok=True)
-        for step, text in sorted(a.steps.items()):
-            short, what = names[step]
-            path = folder / f"{step:02d}-{short}.mlir"
-            path.write_text(f"// {a.dispatch} after step {step}: {what}\n{text}")
-            written.append(path)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for step, text in sorted(applied.steps.items()):
+        short, what = names[step]
+        path = directory / f"{step:02d}-{short}.mlir"
+        path.write_text(f"// {applied.dispatch} after step {step}: {what}\n{text}")
+        written.append(path)
     return written
