@@ -76,7 +76,7 @@ def cmd_explain(args) -> None:
 def cmd_dispatches(args) -> None:
     """List the dispatches (explain's lines, numbered), or write one of them
     as a standalone module (--extract)."""
-    from .authoring.extract import extract_dispatch
+    from .authoring.extract import extract_dispatch, pick_dispatch
 
     if args.extract is None and args.output:
         raise TilefuseError("-o needs --extract N (which dispatch to write)")
@@ -136,21 +136,6 @@ def cmd_try(args) -> None:
     )
     for line in summary(result):
         print(line)
-
-
-def pick_dispatch(names: list[str], wanted: str, model: str) -> int:
-    """The index of dispatch `wanted` (an index or a name) among `names`."""
-    if wanted.isdigit():
-        if int(wanted) < len(names):
-            return int(wanted)
-        raise TilefuseError(
-            f"no dispatch {wanted}: it has {len(names)} "
-            f"(0 to {len(names) - 1}; `tilefuse dispatches {model}` lists them)",
-            model,
-        )
-    if wanted in names:
-        return names.index(wanted)
-    raise TilefuseError(f"no dispatch named {wanted}; its dispatches: {', '.join(names)}", model)
 
 
 def _fusion_views(args, result) -> None:

@@ -112,3 +112,18 @@ def extract_dispatch(sources_text: str, name: str, header: str = "") -> Extracte
     out.operation.verify()
     text = out.operation.get_asm(assume_verified=True)
     return Extracted(header + text, [str(t) for t in inputs], [str(t) for t in results])
+
+
+def pick_dispatch(names: list[str], wanted: str, model: str) -> int:
+    """The index of dispatch `wanted` (an index or a name) among `names`."""
+    if wanted.isdigit():
+        if int(wanted) < len(names):
+            return int(wanted)
+        raise TilefuseError(
+            f"no dispatch {wanted}: it has {len(names)} "
+            f"(0 to {len(names) - 1}; `tilefuse dispatches {model}` lists them)",
+            model,
+        )
+    if wanted in names:
+        return names.index(wanted)
+    raise TilefuseError(f"no dispatch named {wanted}; its dispatches: {', '.join(names)}", model)

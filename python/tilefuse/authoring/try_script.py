@@ -44,6 +44,7 @@ from ..strategies.contract import Launch
 from ..strategies.library import build_library
 from ..targets import load_target
 from ..toolchain import PhaseFailed, iree_opt
+from .extract import pick_dispatch
 from .script import UserParams, UserScript, load_script, step_printouts, user_strategy
 
 # Ops that only a kernel distributed over its threads holds.
@@ -186,8 +187,6 @@ def _pick(choices: list[Choice], wanted: str | None, model: str) -> list[Choice]
     if wanted is None:
         return choices
     names = [c.dispatch.name for c in choices]
-    from ..cli import pick_dispatch
-
     return [choices[pick_dispatch(names, wanted, model)]]
 
 
