@@ -51,8 +51,11 @@ def check_numerics(module, shape, dims, dtype, op) -> float:
 
 
 def compile_column(text):
+    """On the column kernel: one dispatch, or two where the target splits a
+    tall reduction over the grid (test_column_splits.py)."""
     module = tilefuse.compile(text, target="vulkan")
-    assert [(r.strategy, r.status) for r in module.reports] == [("column_reduction", "applied")], [
+    kernels = [(r.strategy, r.status) for r in module.reports]
+    assert kernels in ([("column_reduction", "applied")] * n for n in (1, 2)), [
         r.line() for r in module.reports
     ]
     return module
@@ -137,7 +140,7 @@ def test_narrow_kept_dim_puts_row_chunks_on_x(shape, dims):
     split = report.params.split("split=")[1].split()[0]
     assert f"wg=[{split}, " in report.params, report.line()
     check_numerics(module, shape, dims, "f32", "add")
-    (cuda,) = tilefuse.compile_program(text, "cuda").reports
+    cuda = tilefuse.compile_program(text, "cuda").reports[0]  # step one where split
     assert cuda.strategy == "column_reduction" and "row chunks" not in cuda.reason
 
 

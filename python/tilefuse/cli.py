@@ -60,6 +60,8 @@ def cmd_explain(args) -> None:
     _fusion_views(args, result)
     for note in result.notes:
         print(note)
+    for line in result.fusion.splits if result.fusion else []:
+        print(f"note: split: {line}")
     for line in result.log:
         print(f"note: {line}")
     for report in result.reports:

@@ -602,12 +602,14 @@ def formation_refusal(fused: "Compilation", own: "Compilation") -> str | None:
     None: it issues fewer dispatches and leaves no more of them to IREE's
     codegen (so the launches it saves cost no tilefuse kernel; a plan that
     splits work IREE's codegen gets wrong, such as a reduction to a scalar
-    on two row kernels, is kept)."""
+    on two row kernels, is kept). The steps of a reduction the rewrites
+    split on purpose (a tall column reduction over the grid) are not counted
+    against the plan."""
     plan_sites, own_sites = (
         dispatch_sites(fused.sources.read_text()),
         dispatch_sites(own.sources.read_text()),
     )
-    if own_sites >= plan_sites:
+    if own_sites >= plan_sites - (fused.plan.split_steps if fused.plan else 0):
         return None
     plan_default, own_default = _on_iree_codegen(fused), _on_iree_codegen(own)
     if own_default > plan_default:

@@ -57,6 +57,11 @@ class Target:
     # built for; 0: unknown. A kernel whose grid has fewer workgroups leaves
     # some idle (the matmul kernels pick smaller tiles then).
     multiprocessors: int = 0
+    # A column reduction whose kernel would have fewer workgroups than
+    # `multiprocessors` (2 where unknown) is split in two steps over the
+    # grid when it reads at least this many bytes (hlo/column_splits.py);
+    # 0: never split.
+    column_split_bytes: int = 0
     # Neighbouring threads' accesses must be neighbouring addresses for full
     # bandwidth (a GPU's coalescing); false for lavapipe, which runs the
     # kernels on the CPU, where caches absorb strides (the transpose kernel

@@ -36,6 +36,10 @@ class FusionPlan:
     groups: dict[str, list[Group]]  # function name -> its groups, program order
     log: list[str] = field(default_factory=list)  # merges refused and functions skipped
     text: str = ""  # the module with one flow.dispatch.region per outlined group
+    # Dispatches the hlo rewrites added on purpose (a reduction split in
+    # steps), and their log lines (split or why not).
+    split_steps: int = 0
+    splits: list[str] = field(default_factory=list)
     calls_defined_functions: bool = False  # IREE inlines those: dispatch order changes
     region_order: dict[str, list[Group]] = field(default_factory=dict)  # as outlined
     # StableHLO ops in no region (pads, delegated groups): IREE forms their dispatches.
@@ -99,13 +103,14 @@ def fuse(
     `kernels` describes; `withheld`: see plan_module."""
     ctx = context(unregistered=True)
     module = ir.Module.parse(text, ctx)
-    rewrites = rewrite_module(module, target)
+    rewritten = rewrite_module(module, target)
     plan = plan_module(module, target, kernels, withheld)
     viewed = _view_as_rows(plan, withheld or {}) if target.is_gpu else []
     if viewed:
         module.operation.verify()
         plan = plan_module(module, target, kernels, withheld)
-    plan.log = rewrites + viewed + plan.log
+    plan.log = rewritten.log + viewed + plan.log
+    plan.split_steps, plan.splits = rewritten.split_steps, rewritten.splits
     for g in plan.graphs:
         if g.name in plan.groups:
             plan.region_order[g.name] = outline_function(g, plan.groups[g.name])

@@ -6,6 +6,7 @@
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
     scalars.py    reductions to a scalar as reductions of rows
+    column_splits.py column reductions too narrow for the grid split in two steps
     ops.py        facts about StableHLO ops and tensor types (op classes, shapes)
 
 Each rewrite changes the module in place and returns one log line per
@@ -13,12 +14,12 @@ decision; `tilefuse explain --fusion` prints them.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
 from ..targets import Target
-from . import argminmax, broadcasts, minmax, scalars, unit_reduces
+from . import argminmax, broadcasts, column_splits, minmax, scalars, unit_reduces
 from .normalize import normalize
 
 
@@ -26,29 +27,63 @@ from .normalize import normalize
 class FunctionRewrite:
     name: str
     applies: Callable[[Target], bool]
-    rewrite: Callable[[ir.Operation], list[str]]  # a func.func, in place -> log
+    # a func.func, in place, for a target -> log
+    rewrite: Callable[[ir.Operation, Target], list[str]]
+    # Each reduce it adds is meant as a dispatch of its own (a split in
+    # steps), not a reduction IREE's formation would have had anyway.
+    splits: bool = False
+
+
+def _any_target(rewrite: Callable[[ir.Operation], list[str]]):
+    return lambda func, target: rewrite(func)
 
 
 # In this order: broadcast chains first, so that every later rewrite and the
 # planner see a reduction's result broadcast directly; reductions that reduce
 # nothing are gone before any rewrite counts reductions; a float max to a
 # scalar (scalars) is split as the integer max of its keys (minmax), decoded
-# once at the end.
+# once at the end; column reductions are split last, on the rewritten ops.
 FUNCTION_REWRITES = (
-    FunctionRewrite("broadcasts", lambda t: True, broadcasts.rewrite_function),
-    FunctionRewrite("unit_reduces", lambda t: True, unit_reduces.rewrite_function),
-    FunctionRewrite("argminmax", lambda t: t.is_gpu, argminmax.rewrite_function),
+    FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
+    FunctionRewrite("unit_reduces", lambda t: True, _any_target(unit_reduces.rewrite_function)),
+    FunctionRewrite("argminmax", lambda t: t.is_gpu, _any_target(argminmax.rewrite_function)),
     FunctionRewrite(
-        "minmax", lambda t: t.is_gpu and t.float_minmax_as_keys, minmax.rewrite_function
+        "minmax",
+        lambda t: t.is_gpu and t.float_minmax_as_keys,
+        _any_target(minmax.rewrite_function),
     ),
-    FunctionRewrite("scalars", lambda t: t.is_gpu, scalars.rewrite_function),
+    FunctionRewrite(
+        "scalars", lambda t: t.is_gpu, _any_target(scalars.rewrite_function), splits=True
+    ),
+    FunctionRewrite(
+        "column_splits",
+        lambda t: t.is_gpu and t.column_split_bytes > 0,
+        column_splits.rewrite_function,
+        splits=True,
+    ),
 )
 
 
-def rewrite_module(module: ir.Module, target: Target) -> list[str]:
+@dataclass
+class Rewritten:
+    log: list[str]  # one line per decision, each prefixed by what it concerns
+    # Reductions the splitting rewrites added: dispatches a plan has on
+    # purpose beyond what IREE's formation of the input would give; and
+    # those rewrites' lines of `log` (explain prints them).
+    split_steps: int = 0
+    splits: list[str] = field(default_factory=list)
+
+
+def _reduces(func: ir.Operation) -> int:
+    return sum(
+        1 for o in func.regions[0].blocks[0].operations if o.operation.name == "stablehlo.reduce"
+    )
+
+
+def rewrite_module(module: ir.Module, target: Target) -> Rewritten:
     """Apply IREE's input conventions, then every function rewrite that
-    applies to `target`; the log lines, each prefixed by what it concerns."""
-    log = [f"input: {line}" for line in normalize(module)]
+    applies to `target`."""
+    done = Rewritten([f"input: {line}" for line in normalize(module)])
     for op in module.body.operations:
         op = op.operation
         if op.name != "func.func" or not op.regions[0].blocks:
@@ -56,5 +91,10 @@ def rewrite_module(module: ir.Module, target: Target) -> list[str]:
         name = ir.StringAttr(op.attributes["sym_name"]).value
         for rewrite in FUNCTION_REWRITES:
             if rewrite.applies(target):
-                log += [f"{name}: {line}" for line in rewrite.rewrite(op)]
-    return log
+                before = _reduces(op)
+                lines = [f"{name}: {line}" for line in rewrite.rewrite(op, target)]
+                done.log += lines
+                if rewrite.splits:
+                    done.split_steps += _reduces(op) - before
+                    done.splits += lines
+    return done
