@@ -95,6 +95,16 @@ def log_transpose_add_f32(rng, small=False):
     return [x], [lg + lg.transpose(0, 2, 1)], 1e-6
 
 
+def transpose_4096_f32(rng, small=False):
+    x = rng.standard_normal((4096, 4096)).astype(np.float32)
+    return [x], [x.T.astype(np.float64)], 0.0  # a copy: exact
+
+
+def heads_0213_f32(rng, small=False):
+    x = rng.standard_normal((8, 2048, 16, 64)).astype(np.float32)
+    return [x], [x.transpose(0, 2, 1, 3).astype(np.float64)], 0.0
+
+
 def pad_relu_f32(rng, small=False):
     x = rng.standard_normal((250, 1000)).astype(np.float32)
     s = rng.standard_normal(1024).astype(np.float32)
@@ -153,6 +163,8 @@ SAMPLES = {
     "attention_f32": attention_f32,
     "transpose_exp_abs_f32": transpose_exp_abs_f32,
     "log_transpose_add_f32": log_transpose_add_f32,
+    "transpose_4096_f32": transpose_4096_f32,
+    "heads_0213_f32": heads_0213_f32,
     "pad_relu_f32": pad_relu_f32,
     "row_sum_f32": row_sum_f32,
     "column_sum_f16": column_sum_f16,
