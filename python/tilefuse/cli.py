@@ -41,6 +41,7 @@ def _compile(args):
         strict=args.strict,
         timeout_s=args.phase_timeout,
         tuning=args.tuning,
+        strategies_dir=args.strategies,
     )
 
 
@@ -131,6 +132,7 @@ def cmd_try(args) -> None:
         target=args.target,
         workdir=Path(args.work_dir) if args.work_dir else None,
         repeats=args.repeats,
+        strategies_dir=args.strategies,
         progress=lambda line: print(f"try: {line}", file=sys.stderr),
         show_steps=show_steps,
     )
@@ -249,6 +251,11 @@ def cmd_bench(args) -> None:
         if gpu.failed(run):
             raise TilefuseError(f"numerics failed for {', '.join(gpu.failed(run))}")
         return
+    if args.strategies:
+        from .strategies.user import ENV, load_directory
+
+        load_directory(args.strategies)  # a bad directory fails before any compile
+        os.environ[ENV] = args.strategies  # every compile of this process reads it
     load_gpu(args.gpu)  # an unknown GPU fails before minutes of compiling
     options = BenchOptions(
         target=args.target,
@@ -310,11 +317,21 @@ def _fusion_options(p) -> None:
         default=DEFAULT_PHASE_TIMEOUT_S,
         help="seconds each iree-compile run may take (default %(default)s)",
     )
+    _strategies_option(p)
     p.add_argument(
         "--tuning",
         metavar="FILE",
         help="tuned-choice cache to read (`tilefuse tune` writes it; default "
         "$TILEFUSE_TUNING, else ~/.cache/tilefuse/tuning.json)",
+    )
+
+
+def _strategies_option(p) -> None:
+    p.add_argument(
+        "--strategies",
+        metavar="DIR",
+        help="user strategies (NAME.mlir + NAME.toml each), tried before the built-ins "
+        "(default $TILEFUSE_STRATEGIES; docs/authoring.md)",
     )
 
 
@@ -408,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     y.add_argument("--repeats", type=int, default=7, help="timed calls per module (median)")
     y.add_argument("--work-dir", help="keep every intermediate file here")
+    _strategies_option(y)
     y.set_defaults(func=cmd_try)
 
     r = sub.add_parser("run", help="run a function of a compiled module")
@@ -464,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--device", help="runtime device (default: the target's driver)")
     b.add_argument("--work-dir", help="keep every intermediate file here")
+    _strategies_option(b)
     b.add_argument(
         "--bundle",
         metavar="DIR",
