@@ -175,7 +175,8 @@ def exact_library(model, target: str, strategies_dir=None) -> ExactLibrary:
             )
         else:
             kept.append(choice)
-            if tgt.backend == "spirv" and BY_NAME[choice.strategy].alias_narrow_accesses:
+            record = BY_NAME.get(choice.strategy)  # None: a user strategy (never aliased)
+            if tgt.backend == "spirv" and record and record.alias_narrow_accesses:
                 differs[name] = (
                     f"{choice.strategy}: narrow accesses not aliased (kernel/aliases.py); "
                     "IREE reads the binding with its narrowest width"
