@@ -16,6 +16,7 @@ module attributes {transform.with_named_sequence} {
     // pull the loads of its inputs into the tile.
     %wg_root, %grid = transform.structured.tile_using_forall %root
         tile_sizes [8, 64] (mapping = [#gpu.block<y>, #gpu.block<x>])
+        {tilefuse.param = "workgroup_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %loads = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.load"]} in %func
       : (!transform.any_op) -> !transform.any_op
@@ -51,7 +52,8 @@ module attributes {transform.with_named_sequence} {
     // Step 6. Map the foralls onto workgroup ids and thread ids.
     transform.iree.forall_to_workgroup %kernel : (!transform.any_op) -> ()
     transform.iree.map_nested_forall_to_gpu_threads %kernel
-        workgroup_dims = [16, 8, 1] subgroup_size = 8 : (!transform.any_op) -> ()
+        workgroup_dims = [16, 8, 1] subgroup_size = 8
+        {tilefuse.param = "workgroup_dims"} : (!transform.any_op) -> ()
     // Bufferization left copies of each tile onto itself (linalg.generic on
     // memrefs, one view computed twice): CSE makes the two views one value,
     // and canonicalization drops a copy whose source is its destination.
@@ -64,7 +66,7 @@ module attributes {transform.with_named_sequence} {
     // workgroup size it was mapped onto.
     %done = transform.param.constant #iree_codegen.translation_info<
         pipeline = #iree_codegen.no_pipeline workgroup_size = [16, 8, 1]
-        subgroup_size = 8> -> !transform.any_param
+        subgroup_size = 8> {tilefuse.param = "translation_info"} -> !transform.any_param
     transform.annotate %kernel "translation_info" = %done
       : !transform.any_op, !transform.any_param
     transform.yield

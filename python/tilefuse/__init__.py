@@ -16,14 +16,30 @@ from .targets import Target, load_target, target_names
 
 
 def compile(
-    source, target: str = "vulkan", device: str | None = None, dump_dir=None, fusion: bool = True
+    source,
+    target: str = "vulkan",
+    device: str | None = None,
+    dump_dir=None,
+    fusion: bool = True,
+    strategies_dir=None,
+    strict: bool = False,
 ):
     """Compile a StableHLO program (path, text or bytecode) and load it.
 
     `device` defaults to the target's runtime driver (vulkan, cuda, local-task).
     `fusion=False` lets IREE form dispatches instead of tilefuse's fusion planner.
+    `strategies_dir`: user strategies tried before the built-ins (default
+    $TILEFUSE_STRATEGIES; strategies/user.py). `strict`: a strategy or
+    fusion failure is an error, not a fallback.
     """
-    result = compile_program(source, target, dump_dir=dump_dir, fusion=fusion)
+    result = compile_program(
+        source,
+        target,
+        dump_dir=dump_dir,
+        fusion=fusion,
+        strategies_dir=strategies_dir,
+        strict=strict,
+    )
     return CompiledModule(result.vmfb, device or result.target.runtime_driver, result.reports)
 
 

@@ -41,6 +41,7 @@ def _compile(args):
         strict=args.strict,
         timeout_s=args.phase_timeout,
         tuning=args.tuning,
+        strategies_dir=args.strategies,
     )
 
 
@@ -133,6 +134,7 @@ def cmd_try(args) -> None:
         target=args.target,
         workdir=Path(args.work_dir) if args.work_dir else None,
         repeats=args.repeats,
+        strategies_dir=args.strategies,
         progress=lambda line: print(f"try: {line}", file=sys.stderr),
         show_steps=show_steps,
     )
@@ -213,9 +215,49 @@ def cmd_run(args) -> None:
 
 
 def cmd_flags(args) -> None:
-    from .strategies.flags import flag_bundle
+    from .strategies.flags import exact_flag_bundle, flag_bundle
 
-    print(" ".join(flag_bundle(args.target, Path(args.library_dir) if args.library_dir else None)))
+    if args.for_model is None:
+        if args.library_out or args.strategies:
+            raise TilefuseError("--library-out and --strategies go with --for MODEL")
+        folder = Path(args.library_dir) if args.library_dir else None
+        print(" ".join(flag_bundle(args.target, folder)))
+        return
+    out = Path(args.library_out) if args.library_out else None
+    if out is None and args.library_dir:
+        out = Path(args.library_dir) / f"library-{args.target}-{Path(args.for_model).stem}.mlir"
+    flags, lib, path = exact_flag_bundle(args.for_model, args.target, out, args.strategies)
+    for name in lib.dispatches:
+        if name in lib.strategies:
+            line = f"{name}: {lib.strategies[name]}"
+            if name in lib.differs:
+                line += f" (differs from tilefuse compile: {lib.differs[name]})"
+        elif name in lib.left_out:
+            line = f"{name}: IREE's codegen (left out: {lib.left_out[name]})"
+        else:
+            line = f"{name}: IREE's codegen (no tilefuse strategy)"
+        print(f"flags: {line}", file=sys.stderr)
+    print(
+        f"flags: wrote {path}: {len(lib.strategies)} of {len(lib.dispatches)} dispatches "
+        "with a tilefuse strategy",
+        file=sys.stderr,
+    )
+    print(" ".join(flags))
+
+
+def cmd_prepare(args) -> None:
+    from .strategies.flags import prepare
+
+    text, notes = prepare(args.input, args.target, args.strategies, args.phase_timeout)
+    for note in notes:
+        print(note, file=sys.stderr)
+    _write_atomically(Path(args.output), text.encode())
+    print(
+        f"wrote {args.output}: the fused program for {args.target}; compile it with "
+        f"`iree-compile {args.output} $(tilefuse flags --target {args.target} "
+        f"--for {args.output})`",
+        file=sys.stderr,
+    )
 
 
 class ProgressBar:
@@ -251,6 +293,11 @@ def cmd_bench(args) -> None:
         if gpu.failed(run):
             raise TilefuseError(f"numerics failed for {', '.join(gpu.failed(run))}")
         return
+    if args.strategies:
+        from .strategies.user import ENV, load_directory
+
+        load_directory(args.strategies)  # a bad directory fails before any compile
+        os.environ[ENV] = args.strategies  # every compile of this process reads it
     load_gpu(args.gpu)  # an unknown GPU fails before minutes of compiling
     options = BenchOptions(
         target=args.target,
@@ -312,11 +359,21 @@ def _fusion_options(p) -> None:
         default=DEFAULT_PHASE_TIMEOUT_S,
         help="seconds each iree-compile run may take (default %(default)s)",
     )
+    _strategies_option(p)
     p.add_argument(
         "--tuning",
         metavar="FILE",
         help="tuned-choice cache to read (`tilefuse tune` writes it; default "
         "$TILEFUSE_TUNING, else ~/.cache/tilefuse/tuning.json)",
+    )
+
+
+def _strategies_option(p) -> None:
+    p.add_argument(
+        "--strategies",
+        metavar="DIR",
+        help="user strategies (NAME.mlir + NAME.toml each), tried before the built-ins "
+        "(default $TILEFUSE_STRATEGIES; docs/authoring.md)",
     )
 
 
@@ -410,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     y.add_argument("--repeats", type=int, default=7, help="timed calls per module (median)")
     y.add_argument("--work-dir", help="keep every intermediate file here")
+    _strategies_option(y)
     y.set_defaults(func=cmd_try)
 
     r = sub.add_parser("run", help="run a function of a compiled module")
@@ -466,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--device", help="runtime device (default: the target's driver)")
     b.add_argument("--work-dir", help="keep every intermediate file here")
+    _strategies_option(b)
     b.add_argument(
         "--bundle",
         metavar="DIR",
@@ -499,7 +558,33 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("flags", help="flags that make a plain iree-compile use tilefuse's library")
     f.add_argument("--target", default="vulkan", help=f"one of: {targets}")
     f.add_argument("--library-dir", help="where to write the library (default: a cache dir)")
+    f.add_argument(
+        "--for",
+        dest="for_model",
+        metavar="MODEL",
+        help="a library with the exact strategy and parameters of each dispatch of MODEL "
+        "(give it what `tilefuse prepare` wrote); lists each dispatch's strategy on stderr",
+    )
+    f.add_argument("--library-out", metavar="FILE", help="with --for: write the library here")
+    _strategies_option(f)
     f.set_defaults(func=cmd_flags)
+
+    pr = sub.add_parser(
+        "prepare",
+        help="write the fused, rewritten StableHLO tilefuse compiles (for a plain "
+        "iree-compile with `flags --for`)",
+    )
+    pr.add_argument("input", help="StableHLO .mlir text or bytecode")
+    pr.add_argument("-o", "--output", required=True, help="the .mlir to write")
+    pr.add_argument("--target", default="vulkan", help=f"one of: {targets}")
+    pr.add_argument(
+        "--phase-timeout",
+        type=float,
+        default=DEFAULT_PHASE_TIMEOUT_S,
+        help="seconds each iree-compile run may take (default %(default)s)",
+    )
+    _strategies_option(pr)
+    pr.set_defaults(func=cmd_prepare)
     return p
 
 

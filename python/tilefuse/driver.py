@@ -58,9 +58,10 @@ from .kernel import ptx
 from .kernel.aliases import alias_report
 from .kernel.splice import finished_kernels, splice, strategy_executables
 from .kernel.verify import DispatchReport, kernel_problems, reports
-from .strategies import BY_NAME, Choice, catalogue, choose
+from .strategies import BY_NAME, Choice, catalogue, choose, registered
 from .strategies.library import build_library
 from .strategies.tuning import using as tuning_cache
+from .strategies.user import load_directory
 from .targets import Target, load_target
 from .toolchain import (
     DEFAULT_PHASE_TIMEOUT_S,
@@ -105,6 +106,8 @@ class Options:
     phase2_flags: tuple[str, ...] = ()  # phases 2 and 3 (bench: repeated dispatches)
     strict: bool = False  # a strategy or fusion failure is an error, not a fallback
     timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S  # per iree-compile run
+    # User strategies (strategies/user.py), tried before the built-ins.
+    user_strategies: tuple = ()
 
 
 def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
@@ -186,9 +189,9 @@ def collapse_stage(sources: Path) -> list[str]:
 
 
 def choose_strategies(
-    dispatches: list[Dispatch], target: Target, fused: bool = False
+    dispatches: list[Dispatch], target: Target, fused: bool = False, user: tuple = ()
 ) -> list[Choice]:
-    choices = [choose(d, target) for d in dispatches]
+    choices = [choose(d, target, user) for d in dispatches]
     for c in choices:
         # IREE 3.13's GPU codegen fails on a pad inside a dispatch region (a
         # memref.store outside any distributed context); the planner lets a
@@ -367,12 +370,28 @@ def phase2_with_fallbacks(
             for c in culprits:
                 failures[c.dispatch.name] = f"{c.strategy} failed in phase 2: {why}"
             _check_strict(options, culprits, failures)
+            _builtin_instead(choices, failures)
             continue
         problems = kernel_problems(active, log)
         if not problems:
             return made, log, ptx_files, failures, library
         failures.update(problems)
         _check_strict(options, [c for c in active if c.dispatch.name in problems], failures)
+        _builtin_instead(choices, failures)
+
+
+def _builtin_instead(choices: list[Choice], failures: dict[str, str]) -> None:
+    """A user strategy that failed gives way to the built-in choice it
+    carries (Choice.fallback), in `choices` itself (the compilation's list),
+    with the failure in its reason: the dispatch is compiled again with it
+    instead of going to IREE's codegen."""
+    for i, c in enumerate(choices):
+        name = c.dispatch.name
+        if c.fallback is not None and name in failures:
+            why = failures.pop(name)
+            builtin = c.fallback
+            note = f"{c.strategy} failed, built-in choice used: {why}"
+            choices[i] = replace(builtin, reason=f"{note}; {builtin.reason}".rstrip("; "))
 
 
 def one_compile(c: "Compilation") -> Phase2Run:
@@ -418,18 +437,23 @@ def compile_program(
     timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S,
     statistics: bool = False,
     tuning: str | Path | None = None,
+    strategies_dir: str | Path | None = None,
 ) -> CompileResult:
     """`phase1_flags`/`phase2_flags` go to one phase only (bench asks for
     repeated dispatches). `fusion=False` leaves dispatch formation to IREE.
     `strict`: see the module docstring. `timeout_s` bounds each iree-compile
     run. `statistics`: read IREE's scheduling statistics of the formation
     compiled (CompileResult.scheduled_dispatches). `tuning`: the tuned-choice
-    cache to read (strategies/tuning.py; None: its default place)."""
+    cache to read (strategies/tuning.py; None: its default place).
+    `strategies_dir`: user strategies tried before the built-ins
+    (strategies/user.py; None: $TILEFUSE_STRATEGIES, else none)."""
     target = load_target(target) if isinstance(target, str) else target
-    options = Options(tuple(phase1_flags), statistics, tuple(phase2_flags), strict, timeout_s)
+    user = load_directory(strategies_dir)
+    options = Options(tuple(phase1_flags), statistics, tuple(phase2_flags), strict, timeout_s, user)
     with (
         one_context_per_compile(),
         tuning_cache(tuning),
+        registered(*user),
         tempfile.TemporaryDirectory(prefix="tilefuse-") as tmp,
     ):
         program = source if isinstance(source, Program) else load_program(source)
@@ -695,7 +719,9 @@ def dispatch_stage(c: Compilation) -> None:
 
 
 def strategy_stage(c: Compilation) -> None:
-    c.choices = choose_strategies(c.dispatches, c.target, c.plan is not None)
+    c.choices = choose_strategies(
+        c.dispatches, c.target, c.plan is not None, c.options.user_strategies
+    )
     c.failures = {d.dispatch.name: d.failure for d in c.choices if d.failure}
 
 
@@ -846,4 +872,5 @@ def rerun(
     # SPIR-V's phase 2 made only the kernels: phase 3 compiles them again,
     # unless the strategies changed.
     same_kernels = choices is None and c.kernels is not None
-    return run_stages(again, "phase3" if same_kernels else "phase2")
+    with registered(*c.options.user_strategies):
+        return run_stages(again, "phase3" if same_kernels else "phase2")

@@ -199,6 +199,7 @@ def try_script(
     repeats: int = 7,
     progress=lambda line: None,
     show_steps=None,
+    strategies_dir: str | None = None,
 ) -> TryResult:
     """Everything `tilefuse try` does (the module docstring); raises
     TilefuseError for a script that fails, does nothing or computes wrong.
@@ -212,7 +213,7 @@ def try_script(
     with tempfile.TemporaryDirectory(prefix="tilefuse-try-") as tmp:
         work = Path(workdir) if workdir else Path(tmp)
         progress("compiling with the built-in strategies")
-        base = compile_program(model, tgt, dump_dir=work / "builtin")
+        base = compile_program(model, tgt, dump_dir=work / "builtin", strategies_dir=strategies_dir)
         c = base.compilation
         applied, skipped = [], {}
         candidates = _pick(c.choices, dispatch, model)

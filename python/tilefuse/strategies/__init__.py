@@ -8,7 +8,7 @@ Every strategy is a `Strategy` record (contract.py); this module lists them.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..dispatch.read import Dispatch
 from ..fusion.catalogue import GroupKernel, KernelCatalogue
@@ -46,16 +46,32 @@ class Choice:
     params: Params | None = None  # the strategy's own dataclass; None with no strategy
     reason: str = ""  # why this strategy, or why none
     failure: str = ""  # a chooser's internal error: IREE's codegen takes the dispatch
+    # A user strategy's choice: the built-in choice the dispatch gets if the
+    # user's kernel fails (phase 2 swaps it in and says why).
+    fallback: "Choice | None" = None
 
     def describe_params(self) -> str:
         return BY_NAME[self.strategy].describe(self.params) if self.strategy else ""
 
 
-def choose(dispatch: Dispatch, target: Target) -> Choice:
+def choose(dispatch: Dispatch, target: Target, user: tuple[Strategy, ...] = ()) -> Choice:
+    """The first of `user` (user strategies, strategies/user.py) and then the
+    built-ins that takes the dispatch; a user strategy's choice carries the
+    built-in one as its fallback."""
     if not target.is_gpu:
         return Choice(dispatch, None, reason=f"target {target.name} uses IREE's CPU codegen")
+    if user:
+        builtin = choose(dispatch, target)
+        mine = _first(dispatch, target, user)
+        if mine.strategy:
+            return replace(mine, fallback=builtin)
+        return builtin
+    return _first(dispatch, target, STRATEGIES)
+
+
+def _first(dispatch: Dispatch, target: Target, strategies: tuple[Strategy, ...]) -> Choice:
     reasons = []
-    for strategy in STRATEGIES:
+    for strategy in strategies:
         try:
             params, why = strategy.plan(dispatch, target)
         except Exception as e:  # noqa: BLE001 -- a chooser bug must not cost the compile
@@ -68,17 +84,23 @@ def choose(dispatch: Dispatch, target: Target) -> Choice:
 
 
 @contextmanager
-def registered(strategy: Strategy) -> Iterator[None]:
-    """`strategy` known by name (BY_NAME) in this scope, to the library
+def registered(*strategies: Strategy) -> Iterator[None]:
+    """`strategies` known by name (BY_NAME) in this scope, to the library
     writer and the kernel checks, without being tried by `choose`: a user's
-    script that `tilefuse try` assigns to dispatches itself."""
-    if strategy.name in BY_NAME:
-        raise ValueError(f"a strategy named {strategy.name} exists")
-    BY_NAME[strategy.name] = strategy
+    script that `tilefuse try` assigns to dispatches itself, the user
+    strategies of a compile (`choose` gets those as a parameter). A name
+    already known (an enclosing scope registered it) is left as it is."""
+    for s in strategies:
+        if s.name in {b.name for b in STRATEGIES}:
+            raise ValueError(f"a built-in strategy is named {s.name}")
+    added = [s for s in strategies if s.name not in BY_NAME]
+    for s in added:
+        BY_NAME[s.name] = s
     try:
         yield
     finally:
-        del BY_NAME[strategy.name]
+        for s in added:
+            del BY_NAME[s.name]
 
 
 def catalogue() -> KernelCatalogue:

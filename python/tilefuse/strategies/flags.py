@@ -4,13 +4,23 @@
 (matchers from transform_scripts/kernel_config.mlir, the loop strategy
 specialized per rank and input count with target defaults) and returns the
 iree-compile flags that load it.
+
+`prepare` and `exact_flag_bundle` are the exact mode: the fused program
+`tilefuse compile` would compile, and a library with the exact strategy and
+parameters of each of its dispatches (matched by function name), so that
+`iree-compile fused.mlir $(tilefuse flags --for fused.mlir)` builds the
+kernels `tilefuse compile` builds, but for the exceptions
+`exact_library` lists.
 """
 
 import os
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from iree.compiler import ir
 
+from ..errors import TilefuseError
 from ..irutil import set_tagged, symbol_name, walk
 from ..paths import TRANSFORM_SCRIPTS
 from ..targets import Target, load_target
@@ -82,4 +92,125 @@ def flag_bundle(target_name: str, library_dir: Path | None = None) -> list[str]:
         path = library_dir / f"library-{target.name}.mlir"
         path.write_text(build_flags_library(target))
         flags.append(f"--iree-codegen-transform-dialect-library={path}@kernel_config")
+        flags.append(ONE_THREAD)
     return flags
+
+
+# IREE 3.13 with a transform library, executables compiled on several
+# threads: iree-compile crashed (SIGSEGV in the verifier, mlir::Type::getContext)
+# about 1 run in 10 on attention_f32's three dispatches (tests/test_library_exact.py
+# met it). The driver always ran its library on one thread (its kernel
+# printouts must not interleave); library mode now does too.
+ONE_THREAD = "--mlir-disable-threading"
+
+
+# --- Exact library mode: `tilefuse prepare` and `tilefuse flags --for` -------
+
+
+def prepare(model, target: str, strategies_dir=None, timeout_s=None) -> tuple[str, list[str]]:
+    """The program phase 1 of `tilefuse compile` reads (the fusion stage's
+    output: StableHLO rewrites, one flow.dispatch.region per fusion group,
+    groups withheld after failures left out; or the program as given, where
+    IREE's own formation was kept), and the compile's notes. A whole compile
+    runs: which groups survive is known only at its end."""
+    from ..driver import compile_program
+
+    kwargs = {"timeout_s": timeout_s} if timeout_s else {}
+    result = compile_program(model, target, strategies_dir=strategies_dir, **kwargs)
+    c = result.compilation
+    return c.phase1_program.text, list(result.notes)
+
+
+@dataclass
+class ExactLibrary:
+    """`flags --for`: the library, and what it holds."""
+
+    text: str  # the transform library (@kernel_config matches dispatches by name)
+    strategies: dict[str, str]  # dispatch -> strategy the library gives it
+    left_out: dict[str, str]  # dispatch -> why the library leaves it to IREE's codegen
+    differs: dict[str, str]  # dispatch -> how its kernel differs from `tilefuse compile`'s
+    dispatches: list[str]  # every dispatch, in order
+
+
+def exact_library(model, target: str, strategies_dir=None) -> ExactLibrary:
+    """The transform library that gives a plain iree-compile of `model` the
+    strategies and parameters `tilefuse compile` gives its dispatches.
+
+    `model` is compiled without fusion planning (IREE forms its dispatches
+    as a plain iree-compile of the same file will, with the same names: give
+    it what `prepare` wrote). Left out, and said why:
+      - dispatches whose loops tilefuse collapses before phase 2
+        (dispatch/collapse.py: column reductions): the parameters are for
+        the collapsed loops, which a plain iree-compile never sees;
+      - dispatches whose strategy failed in tilefuse's own compile.
+    On SPIR-V, kernels whose strategy sets alias_narrow_accesses (row_warp)
+    are in the library but compile without the aliased bindings the driver
+    splices in (kernel/aliases.py): the same kernel, with narrower loads."""
+    from ..driver import compile_program
+    from . import BY_NAME, registered
+    from .library import build_library
+
+    tgt = load_target(target)
+    with tempfile.TemporaryDirectory(prefix="tilefuse-flags-") as tmp:
+        result = compile_program(
+            model, tgt, dump_dir=tmp, fusion=False, strategies_dir=strategies_dir
+        )
+        c = result.compilation
+        collapsed = {
+            line.split(":", 1)[0]: line.split(": ", 1)[1]
+            for line in c.stage_log
+            if " collapsed to " in line
+        }
+    left_out, differs, kept = {}, {}, []
+    for choice in c.choices:
+        name = choice.dispatch.name
+        if not choice.strategy:
+            continue
+        if name in c.failures:
+            left_out[name] = f"{choice.strategy} failed in tilefuse's compile: {c.failures[name]}"
+        elif name in collapsed:
+            left_out[name] = (
+                f"{choice.strategy}: tilefuse collapses its loops before phase 2 "
+                f"({collapsed[name]}); a plain iree-compile does not"
+            )
+        else:
+            kept.append(choice)
+            record = BY_NAME.get(choice.strategy)  # None: a user strategy (never aliased)
+            if tgt.backend == "spirv" and record and record.alias_narrow_accesses:
+                differs[name] = (
+                    f"{choice.strategy}: narrow accesses not aliased (kernel/aliases.py); "
+                    "IREE reads the binding with its narrowest width"
+                )
+    with registered(*c.options.user_strategies):
+        text = build_library(kept)
+    return ExactLibrary(
+        text,
+        {ch.dispatch.name: ch.strategy for ch in kept},
+        left_out,
+        differs,
+        [ch.dispatch.name for ch in c.choices],
+    )
+
+
+def exact_flag_bundle(
+    model, target_name: str, out: Path | None = None, strategies_dir=None
+) -> tuple[list[str], ExactLibrary, Path]:
+    """The flags for a plain iree-compile of `model` with its exact library
+    (written to `out`, default library-<target>-<model stem>.mlir in the
+    cache directory)."""
+    target = load_target(target_name)
+    if not target.is_gpu:
+        raise TilefuseError(f"--for: target {target_name} has no tilefuse strategies")
+    lib = exact_library(model, target_name, strategies_dir)
+    if out is None:
+        folder = default_library_dir()
+        out = folder / f"library-{target.name}-{Path(str(model)).stem}.mlir"
+    out = out.resolve()  # the flag must hold from any directory
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(lib.text)
+    flags = [
+        *target.compile_flags,
+        f"--iree-codegen-transform-dialect-library={out}@kernel_config",
+        ONE_THREAD,
+    ]
+    return flags, lib, out

@@ -76,7 +76,8 @@ def add_shared_steps(library: ir.Module, ctx: ir.Context) -> None:
 
 
 def sequence_name(choice: Choice) -> str:
-    return f"tilefuse_{choice.strategy}__{choice.dispatch.name}"
+    # A user strategy's name has a colon (user:NAME), which no bare symbol has.
+    return f"tilefuse_{choice.strategy.replace(':', '_')}__{choice.dispatch.name}"
 
 
 STEP_TAG = "tilefuse.step"  # on a transform.include: an optional step
