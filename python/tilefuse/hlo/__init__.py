@@ -7,6 +7,7 @@
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
     scalars.py    reductions to a scalar as reductions of rows
     column_splits.py column reductions too narrow for the grid split in two steps
+    split_k.py    matmuls too small for the grid split along K (decode shapes)
     ops.py        facts about StableHLO ops and tensor types (op classes, shapes)
 
 Each rewrite changes the module in place and returns one log line per
@@ -19,8 +20,9 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from ..targets import Target
-from . import argminmax, broadcasts, column_splits, minmax, scalars, unit_reduces
+from . import argminmax, broadcasts, column_splits, minmax, scalars, split_k, unit_reduces
 from .normalize import normalize
+from .ops import SPLIT_STEP
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,8 @@ class FunctionRewrite:
     applies: Callable[[Target], bool]
     # a func.func, in place, for a target -> log
     rewrite: Callable[[ir.Operation, Target], list[str]]
-    # Each reduce it adds is meant as a dispatch of its own (a split in
-    # steps), not a reduction IREE's formation would have had anyway.
+    # It splits work into steps, each a dispatch of its own (it marks the
+    # steps it adds with ops.SPLIT_STEP); explain prints its log.
     splits: bool = False
 
 
@@ -61,23 +63,33 @@ FUNCTION_REWRITES = (
         column_splits.rewrite_function,
         splits=True,
     ),
+    FunctionRewrite(
+        "split_k",
+        lambda t: t.is_gpu and t.multiprocessors > 0,
+        split_k.rewrite_function,
+        splits=True,
+    ),
 )
 
 
 @dataclass
 class Rewritten:
     log: list[str]  # one line per decision, each prefixed by what it concerns
-    # Reductions the splitting rewrites added: dispatches a plan has on
-    # purpose beyond what IREE's formation of the input would give; and
-    # those rewrites' lines of `log` (explain prints them).
+    # Steps the splitting rewrites added (ops marked ops.SPLIT_STEP):
+    # dispatches a plan has on purpose beyond what IREE's formation of the
+    # input would give; and those rewrites' lines of `log` (explain prints
+    # them).
     split_steps: int = 0
     splits: list[str] = field(default_factory=list)
 
 
-def _reduces(func: ir.Operation) -> int:
-    return sum(
-        1 for o in func.regions[0].blocks[0].operations if o.operation.name == "stablehlo.reduce"
-    )
+def _take_split_steps(func: ir.Operation) -> int:
+    """How many ops of `func` are marked SPLIT_STEP; the marks go."""
+    body = func.regions[0].blocks[0].operations
+    marked = [o.operation for o in body if SPLIT_STEP in o.operation.attributes]
+    for op in marked:
+        del op.attributes[SPLIT_STEP]
+    return len(marked)
 
 
 def rewrite_module(module: ir.Module, target: Target) -> Rewritten:
@@ -91,10 +103,9 @@ def rewrite_module(module: ir.Module, target: Target) -> Rewritten:
         name = ir.StringAttr(op.attributes["sym_name"]).value
         for rewrite in FUNCTION_REWRITES:
             if rewrite.applies(target):
-                before = _reduces(op)
                 lines = [f"{name}: {line}" for line in rewrite.rewrite(op, target)]
                 done.log += lines
                 if rewrite.splits:
-                    done.split_steps += _reduces(op) - before
                     done.splits += lines
+        done.split_steps += _take_split_steps(op)
     return done

@@ -293,13 +293,17 @@ def _template(kind: str, shape: list[int], element: str, loc: str) -> str:
     )
 
 
-def splice(op: ir.Operation, template: str, x: ir.Value, result: int) -> None:
+def splice(
+    op: ir.Operation, template: str, x: ir.Value | list[ir.Value], result: int
+) -> list[ir.Operation]:
     """Replace `op` by the body of `template` (a func.func of one argument,
-    given `x`), which computes its result number `result` (the others must
-    be unused). Producers of `op` left without users (inits, an iota) go."""
+    given `x`, or of as many as `x` lists), which computes its result number
+    `result` (the others must be unused). Producers of `op` left without
+    users (inits, an iota) go. Returns the ops moved in, in order."""
     helper = ir.Module.parse(template, op.context)
     helper_block = helper.body.operations[0].operation.regions[0].blocks[0]
-    helper_block.arguments[0].replace_all_uses_with(x)
+    for argument, value in zip(helper_block.arguments, x if isinstance(x, list) else [x]):
+        argument.replace_all_uses_with(value)
     inner = [o.operation for o in helper_block.operations]
     for moved in inner[:-1]:
         moved.move_before(op)
@@ -313,6 +317,7 @@ def splice(op: ir.Operation, template: str, x: ir.Value, result: int) -> None:
     for p in producers:
         if not any(True for r in p.results for _ in r.uses):
             p.erase()
+    return inner[:-1]
 
 
 def function_reduces(func: ir.Operation, variadic: bool) -> list[ir.Operation]:

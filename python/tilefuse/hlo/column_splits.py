@@ -41,7 +41,7 @@ from iree.compiler import ir
 from ..frontend import location_text
 from ..targets import Target
 from .argminmax import function_reduces, splice, tensor_text
-from .ops import bytes_of, node_class, shape_of
+from .ops import bytes_of, mark_split_steps, node_class, shape_of
 from .scalars import hoist_view, identity_body
 
 # Chunks of step one per unit the target runs at once: several, so that
@@ -181,7 +181,8 @@ def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
         workgroups = kernel_workgroups(shape, dims, target)
         view, first, second = _split_dims(shape, dims, workgroups, target)
         readers = [u.owner.operation for u in x.uses]
-        splice(op, _template(op, shape, view, first, second), x, result=0)
+        moved = splice(op, _template(op, shape, view, first, second), x, result=0)
+        mark_split_steps(moved, "stablehlo.reduce")
         if view:
             with func.context, func.location:
                 hoist_view(

@@ -194,3 +194,18 @@ def dot_numbers(op: ir.Operation) -> dict[str, list[int]]:
             [int(x) for x in rest.split("]", 1)[0].split(",") if x.strip()] if sep else []
         )
     return numbers
+
+
+# A unit attribute on an op a rewrite added as a dispatch of its own on
+# purpose (a reduction's second step, a split-K sum): rewrite_module counts
+# and removes them (the fusion plan's split_steps).
+SPLIT_STEP = "tilefuse.split_step"
+
+
+def mark_split_steps(ops: list[ir.Operation], name: str, skip_first: bool = True) -> None:
+    """Mark the ops named `name` among `ops` as split steps, but the first
+    when `skip_first` (the step that does the work IREE's formation would
+    have had anyway)."""
+    found = [op for op in ops if op.name == name]
+    for op in found[1:] if skip_first else found:
+        op.attributes[SPLIT_STEP] = ir.UnitAttr.get(op.context)

@@ -45,7 +45,7 @@ from .argminmax import (
     splice,
     tensor_text,
 )
-from .ops import EXPENSIVE, node_class, shape_of
+from .ops import EXPENSIVE, mark_split_steps, node_class, shape_of
 
 # Body op -> its identity, by element class. The row kernel combines all of
 # these (strategies/row_reduction.COMBINERS).
@@ -424,7 +424,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         template = _template(body, str(x.type), element, init_text, views, str(op.location))
         users = [(u.owner.operation, u.operand_number) for u in op.results[0].uses]
         readers = [u.owner.operation for u in x.uses]
-        splice(op, template, x, result=0)
+        mark_split_steps(splice(op, template, x, result=0), "stablehlo.reduce")
         with func.context, func.location:
             first_view = next(
                 (

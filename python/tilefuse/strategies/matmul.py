@@ -156,6 +156,17 @@ def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, i
     return sorted(found, key=lambda t: (-t[2] * t[3], -t[0] * t[1]))
 
 
+def workgroups(m: int, n: int, target: Target) -> int | None:
+    """The chooser's workgroup count for an M x N result (one batch
+    element), or None when no tiling of it is taken: what hlo/split_k.py
+    weighs against the target's multiprocessors."""
+    tiles = _thread_tiles(m, n, target)
+    if not tiles:
+        return None
+    tm, tn, threads_x, threads_y = tiles[0]
+    return (n // (tn * threads_x)) * (m // (tm * threads_y))
+
+
 def contraction_signature(d: Dispatch) -> str:
     """What a tuned choice is keyed by: the contraction's loops, types and
     layouts and whether an epilogue follows (not the program it is in)."""

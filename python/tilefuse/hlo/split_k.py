@@ -1,0 +1,167 @@
+"""Split-K for matmuls whose output is too small for the grid, before fusion planning.
+
+A decode-time matmul (M = 1..16 rows against a [K, N] weight) gives the FMA
+matmul kernel (strategies/matmul.py) a handful of workgroups: 4096x4096 at
+M = 1 is 8 workgroups of 512 columns, 8 of a GPU's 108-132
+multiprocessors, each streaming its share of the weight alone. XLA's
+split-K and ByteIR's answer: cut K into S chunks and give each its own
+workgroups, then add the S partial products. As StableHLO:
+
+    p = dot_general(view(a, [M, S, K/S]), view(b, [S, K/S, N]),
+                    batching_dims = [S] x [S])            # [S, M, N]
+    y = reshape(p[0] + p[1] + ... + p[S-1], [M, N])       # slices of p
+
+Step one is a batched matmul on the same kernel (S times the workgroups);
+step two is an elementwise sum of slices, into which the planner fuses the
+matmul's epilogue (bias, activation), on the loop kernel. The views are
+reshapes IREE folds into the loads, except that IREE makes the batch dim of
+`a` leading with a copy of `a` (M x K elements: small when M is).
+
+Whether and how far to split is the target's: only where `multiprocessors`
+is known (a GPU; lavapipe's 2 cores are already filled by 8 workgroups),
+when the kernel's grid (matmul.workgroups) has fewer workgroups than that.
+S is the smallest divisor of K that fills the multiprocessors, at most
+MAX_SPLIT (the sum reads S partials per output) and leaving at least
+MIN_K_CHUNK of K per chunk. f32 only: a split changes where partial sums
+round, and in f16 or bf16 the partials themselves would round.
+
+Not split (logged): B as [N, K] (the view of B would put the batch dim in
+the middle, and IREE would copy the whole weight to move it), and a K with
+no such divisor.
+"""
+
+from iree.compiler import ir
+
+from ..frontend import location_text
+from ..strategies import matmul
+from ..targets import Target
+from .argminmax import splice, tensor_text
+from .ops import SPLIT_STEP, dot_numbers, shape_of
+
+MAX_SPLIT = 16
+MIN_K_CHUNK = 256
+
+
+def _dots(func: ir.Operation) -> list[ir.Operation]:
+    return [
+        o.operation
+        for o in func.regions[0].blocks[0].operations
+        if o.operation.name in ("stablehlo.dot_general", "stablehlo.dot")
+    ]
+
+
+def split_factor(k: int, workgroups: int, target: Target) -> int | None:
+    """S for a K loop whose matmul has `workgroups` workgroups, or None."""
+    divisors = [s for s in range(2, MAX_SPLIT + 1) if k % s == 0 and k // s >= MIN_K_CHUNK]
+    if not divisors:
+        return None
+    filling = [s for s in divisors if workgroups * s >= target.multiprocessors]
+    return filling[0] if filling else divisors[-1]
+
+
+def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
+    """(None, the split) if `op` is split; else (why not, {}), '' when it is
+    no candidate at all (nothing to log)."""
+    if not target.multiprocessors:
+        return "", {}
+    lhs, rhs = (shape_of(v.type) for v in op.operands)
+    out = shape_of(op.results[0].type)
+    types = {str(ir.ShapedType(v.type).element_type) for v in [*op.operands, op.results[0]]}
+    numbers = dot_numbers(op)
+    if (
+        lhs is None
+        or rhs is None
+        or len(lhs) != 2
+        or len(rhs) != 2
+        or numbers["lhs_batching_dimensions"]
+        or len(numbers["lhs_contracting_dimensions"]) != 1
+    ):
+        return "", {}
+    (ca,), (cb,) = numbers["lhs_contracting_dimensions"], numbers["rhs_contracting_dimensions"]
+    k, m, n = lhs[ca], lhs[1 - ca], rhs[1 - cb]
+    workgroups = matmul.workgroups(m, n, target)
+    if workgroups is None or workgroups >= target.multiprocessors:
+        return "", {}
+    grid = f"{workgroups} workgroups for {target.multiprocessors} multiprocessors"
+    if types != {"f32"}:
+        return f"{'/'.join(sorted(types))} values (split-K takes f32 only)", {}
+    if cb != 0:
+        return f"{grid}, but B is [N, K] (its view would copy the weight)", {}
+    s = split_factor(k, workgroups, target)
+    if s is None:
+        return f"{grid}, but K={k} has no divisor up to {MAX_SPLIT} leaving {MIN_K_CHUNK}", {}
+    return None, {"m": m, "n": n, "k": k, "s": s, "ca": ca, "out": out, "grid": grid}
+
+
+def _template(op: ir.Operation, split: dict) -> str:
+    m, n, k, s, ca = (split[key] for key in ("m", "n", "k", "s", "ca"))
+    a_type, b_type = (str(v.type) for v in op.operands)
+    lhs = shape_of(op.operands[0].type)
+    a3 = lhs[:ca] + [s, k // s] + lhs[ca + 1 :]
+    b3 = [s, k // s, n]
+    partial, one, out = [s, m, n], [1, m, n], [m, n]
+    loc = str(op.location)
+
+    def t(shape):
+        return tensor_text(shape, "f32")
+
+    lines = [
+        f"%a3 = stablehlo.reshape %a : ({a_type}) -> {t(a3)}",
+        f"%b3 = stablehlo.reshape %b : ({b_type}) -> {t(b3)}",
+        (
+            f"%p = stablehlo.dot_general %a3, %b3, batching_dims = [{ca}] x [0], "
+            f"contracting_dims = [{ca + 1}] x [1] : ({t(a3)}, {t(b3)}) -> {t(partial)}"
+        ),
+    ]
+    terms = []
+    for i in range(s):
+        lines.append(
+            f"%s{i} = stablehlo.slice %p [{i}:{i + 1}, 0:{m}, 0:{n}] : ({t(partial)}) -> {t(one)}"
+        )
+        terms.append(f"%s{i}")
+    level = 0
+    while len(terms) > 1:  # a pairwise tree: log2(S) adds deep, not S
+        paired = []
+        for j in range(0, len(terms) - 1, 2):
+            name = f"%t{level}_{j // 2}"
+            lines.append(f"{name} = stablehlo.add {terms[j]}, {terms[j + 1]} : {t(one)}")
+            paired.append(name)
+        terms = paired + ([terms[-1]] if len(terms) % 2 else [])
+        level += 1
+    lines.append(f"%y = stablehlo.reshape {terms[0]} : ({t(one)}) -> {t(out)}")
+    body = "\n".join(f"  {line} {loc}" for line in lines)
+    return (
+        f"func.func @split(%a: {a_type}, %b: {b_type}) -> {t(out)} {{\n{body}\n"
+        f"  return %y : {t(out)} {loc}\n}}"
+    )
+
+
+def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
+    """Split K of every matmul of `func` the target wants split, in place;
+    one log line per candidate (split, or why not)."""
+    log = []
+    for op in _dots(func):
+        why, split = plan(op, target)
+        if why == "":
+            continue
+        where = location_text(op.location)
+        if why:
+            log.append(f"matmul at {where} not split in K: {why}")
+            continue
+        moved = splice(op, _template(op, split), list(op.operands), result=0)
+        # The sum of the partials is a dispatch of its own; so is IREE's copy
+        # of `a` with the batch dim moved first, when M > 1 rows precede it.
+        steps = [o for o in moved if o.name == "stablehlo.reshape"][-1:]
+        if split["ca"] == 1 and split["m"] > 1:
+            steps.append(moved[0])
+        for step in steps:
+            step.attributes[SPLIT_STEP] = ir.UnitAttr.get(step.context)
+        s, k = split["s"], split["k"]
+        log.append(
+            f"matmul at {where} split in K: {split['m']}x{k} @ {k}x{split['n']} as {s} "
+            f"products of K={k // s}, then their sum ({split['grid']} unsplit)"
+        )
+    return log
+
+
+__all__ = ["plan", "rewrite_function", "split_factor"]

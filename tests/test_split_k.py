@@ -1,0 +1,114 @@
+"""Split-K for matmuls too small for the grid (hlo/split_k.py).
+
+The decision per target (the rewrite's log and the dispatches reported),
+and numerics on lavapipe with the split forced: a copy of the vulkan target
+that claims 64 multiprocessors (lavapipe's own target names none, so it
+never splits). Tolerance: 1e-5 relative to the largest |output| (f32, K up
+to 2048: the split only regroups the sum).
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tilefuse
+from support import run_cli
+from tilefuse.runtime import CompiledModule
+from tilefuse.targets import load_target
+
+GPU_LIKE = dataclasses.replace(load_target("vulkan"), multiprocessors=64)
+
+
+def _dot(m, k, n, lhs_k_first=False, rhs_n_first=False, dtype="f32", epilogue=False) -> str:
+    a = f"tensor<{k}x{m}x{dtype}>" if lhs_k_first else f"tensor<{m}x{k}x{dtype}>"
+    b = f"tensor<{n}x{k}x{dtype}>" if rhs_n_first else f"tensor<{k}x{n}x{dtype}>"
+    r = f"tensor<{m}x{n}x{dtype}>"
+    dims = f"contracting_dims = [{0 if lhs_k_first else 1}] x [{1 if rhs_n_first else 0}]"
+    lines = [f"  %r = stablehlo.dot_general %a, %b, {dims} : ({a}, {b}) -> {r}"]
+    args, out = f"%a: {a}, %b: {b}", "%r"
+    if epilogue:  # + bias, relu
+        args += f", %bias: tensor<{n}x{dtype}>"
+        lines += [
+            f"  %bb = stablehlo.broadcast_in_dim %bias, dims = [1] : (tensor<{n}x{dtype}>) -> {r}",
+            f"  %s = stablehlo.add %r, %bb : {r}",
+            f"  %z = stablehlo.constant dense<0.0> : {r}",
+            f"  %y = stablehlo.maximum %s, %z : {r}",
+        ]
+        out = "%y"
+    body = "\n".join(lines)
+    return f"func.func @main({args}) -> {r} {{\n{body}\n  return {out} : {r}\n}}\n"
+
+
+def _split_lines(result) -> list[str]:
+    return [line for line in result.fusion.splits if "in K" in line]
+
+
+@pytest.mark.parametrize(
+    "m,k,n,lhs_k_first,epilogue,parts",
+    [
+        (1, 2048, 1024, False, False, 8),  # a vecmat: batch of 8 products of K=256
+        (4, 2048, 512, False, True, 8),  # bias + relu fused into the sum
+        (8, 1024, 256, True, True, 4),  # A as [K, M]: its view needs no copy
+    ],
+)
+def test_split_k_numerics_on_lavapipe(m, k, n, lhs_k_first, epilogue, parts):
+    text = _dot(m, k, n, lhs_k_first=lhs_k_first, epilogue=epilogue)
+    result = tilefuse.compile_program(text, GPU_LIKE)
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    (line,) = _split_lines(result)
+    assert f"as {parts} products" in line, line
+    assert all(r.status == "applied" for r in module.reports), [r.line() for r in module.reports]
+    matmuls = [r for r in module.reports if r.strategy == "matmul"]
+    assert len(matmuls) == 1 and matmuls[0].shapes.startswith(f"{parts}x"), matmuls[0].line()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((k, m) if lhs_k_first else (m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    args = [a, b]
+    want = (a.T if lhs_k_first else a).astype(np.float64) @ b.astype(np.float64)
+    if epilogue:
+        bias = rng.standard_normal(n).astype(np.float32)
+        args.append(bias)
+        want = np.maximum(want + bias, 0.0)
+    got = module.main(*args)
+    assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want))
+
+
+def test_cuda_splits_decode_matmuls_and_ptxas_accepts_them():
+    """1x4096 @ 4096x4096 on CUDA: 8 workgroups unsplit for 108
+    multiprocessors; split in 16 products of K=256 (128 workgroups), and
+    every kernel assembles for sm_80 without spills."""
+    result = tilefuse.compile_program(_dot(1, 4096, 4096), "cuda")
+    (line,) = _split_lines(result)
+    assert "as 16 products of K=256" in line and "8 workgroups for 108" in line, line
+    assert [r.strategy for r in result.reports] == ["matmul", "loop"]
+    assert result.reports[0].params.split("grid=")[1].startswith("[8, 1, 16]")
+    assert all(r.spill_bytes == 0 for r in result.reports), [r.line() for r in result.reports]
+
+
+def test_lavapipe_and_full_grids_are_not_split():
+    """The vulkan target names no multiprocessors: nothing is split there;
+    on CUDA a 5x1024 @ 1024x4096 already has 160 workgroups."""
+    assert not _split_lines(tilefuse.compile_program(_dot(1, 4096, 4096), "vulkan"))
+    assert not _split_lines(tilefuse.compile_program(_dot(5, 1024, 4096), "cuda"))
+
+
+@pytest.mark.parametrize(
+    "kwargs,why",
+    [
+        ({"rhs_n_first": True}, "B is [N, K]"),
+        ({"dtype": "bf16"}, "f32 only"),
+    ],
+)
+def test_refusals_are_logged(kwargs, why):
+    result = tilefuse.compile_program(_dot(1, 4096, 4096, **kwargs), "cuda")
+    (line,) = _split_lines(result)
+    assert "not split in K" in line and why in line, line
+
+
+def test_explain_prints_the_split(tmp_path):
+    path = tmp_path / "decode.mlir"
+    path.write_text(_dot(4, 4096, 4096, epilogue=True))
+    proc = run_cli("explain", str(path), "--target", "cuda")
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if line.startswith("note: split:")]
+    assert len(notes) == 1 and "split in K" in notes[0] and f"{path}:" in notes[0], notes
