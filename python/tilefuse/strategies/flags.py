@@ -73,7 +73,9 @@ def _cmp(name: str, value: str, pred: str, const: int) -> str:
 def _multiple(value: str, dim: int, k: int) -> str:
     if k <= 1:
         return ""
-    return f"    transform.iree.match.dim_is_multiple_of {value}[{dim}], {k} : !transform.any_value\n"
+    return (
+        f"    transform.iree.match.dim_is_multiple_of {value}[{dim}], {k} : !transform.any_value\n"
+    )
 
 
 def loop_matcher(rank: int, inputs: int, bucket: int) -> str:
@@ -264,12 +266,14 @@ def softmax_variants(target: Target) -> list[Variant]:
             if kind == "even":
                 check, what = _multiple("%x", 1, chunk), f"n % {chunk} == 0"
             elif kind == "short":
-                check, what = _multiple("%x", 1, v) + _row_length(None, chunk - 1), (
-                    f"n % {v} == 0, n < {chunk}"
+                check, what = (
+                    _multiple("%x", 1, v) + _row_length(None, chunk - 1),
+                    (f"n % {v} == 0, n < {chunk}"),
                 )
             else:
-                check, what = _multiple("%x", 1, v) + _row_length(chunk + 1, None), (
-                    f"n % {v} == 0, n > {chunk} (last chunk peeled)"
+                check, what = (
+                    _multiple("%x", 1, v) + _row_length(chunk + 1, None),
+                    (f"n % {v} == 0, n > {chunk} (last chunk peeled)"),
                 )
             out.append(
                 Variant(
@@ -289,11 +293,15 @@ def loop_variants(target: Target) -> list[Variant]:
     out = []
     vector = target.vector_elements(32)
     for rank in LIBRARY_RANKS:
-        buckets = [1] if rank == 1 else [
-            target.preferred_threads // k * vector
-            for k in (1, 4, 16)
-            if target.preferred_threads // k >= target.subgroup_size
-        ]
+        buckets = (
+            [1]
+            if rank == 1
+            else [
+                target.preferred_threads // k * vector
+                for k in (1, 4, 16)
+                if target.preferred_threads // k >= target.subgroup_size
+            ]
+        )
         for bucket in buckets:
             for n in range(1, LIBRARY_MAX_INPUTS + 1):
                 params = loop.library_params(rank, n, target)
@@ -306,9 +314,8 @@ def loop_variants(target: Target) -> list[Variant]:
                         thread_count=(0,) * (rank - 1) + (threads,),
                         exact=True,
                     )
-                what = (
-                    f"all-parallel rank-{rank} root, {n} loaded inputs"
-                    + (f", result dims % {bucket} == 0" if bucket > 1 else ", masked")
+                what = f"all-parallel rank-{rank} root, {n} loaded inputs" + (
+                    f", result dims % {bucket} == 0" if bucket > 1 else ", masked"
                 )
                 out.append(
                     Variant(
