@@ -1,9 +1,9 @@
 """Library mode: the flags that make a plain `iree-compile` use tilefuse.
 
 `flag_bundle` writes a self-contained transform library for the target
-(matchers from transform_scripts/kernel_config.mlir, the loop strategy
-specialized per rank and input count with target defaults) and returns the
-iree-compile flags that load it.
+(transform-dialect matchers, each with a built-in strategy specialized for
+what it accepts: f32 softmax, lone f32 row sums, loop roots; see
+library_variants) and returns the iree-compile flags that load it.
 
 `prepare` and `exact_flag_bundle` are the exact mode: the fused program
 `tilefuse compile` would compile, and a library with the exact strategy and
@@ -33,8 +33,7 @@ LIBRARY_MAX_INPUTS = 8
 # lower); the first bucket that divides wins.
 LOOP_BUCKETS = (4, 1)  # threads = preferred_threads // each, while >= a subgroup
 
-# The matchers (transform_scripts/kernel_config.mlir documents the scheme):
-# each is anchored on a dispatch.tensor.store, reaches the stored root with
+# The matchers: each is anchored on a dispatch.tensor.store, reaches the stored root with
 # get_producer_of_operand (matchers may only use MatchOpInterface ops: no
 # structured.match, no collect_matching), and checks the root and what it
 # reads. `iree.match.cast_compatible_dag_from_root` compares a whole DAG
