@@ -23,10 +23,15 @@ def test_samples_assemble_without_spills(root, target, arch, sample, strategy, t
     )
     ptx = list((tmp_path / "binaries").glob("*.ptx"))
     assert ptx and f".target {arch}" in ptx[0].read_text()
-    (report,) = result.reports
-    assert (report.strategy, report.status) == (strategy, "applied"), report.line()
-    assert report.registers is not None and report.registers > 0
-    assert report.spill_bytes == 0
+    # One dispatch, or a reduction's steps where the target splits it over
+    # the grid (column_sum_small on CUDA: hlo/column_splits.py).
+    assert 1 <= len(result.reports) <= 2 and len(result.reports) == 1 + (
+        result.fusion.split_steps if result.fusion else 0
+    )
+    for report in result.reports:
+        assert (report.strategy, report.status) == (strategy, "applied"), report.line()
+        assert report.registers is not None and report.registers > 0
+        assert report.spill_bytes == 0
 
 
 def test_explain_reports_registers(root):
