@@ -19,7 +19,8 @@ reshapes IREE folds into the loads, except that IREE makes the batch dim of
 
 Whether and how far to split is the target's: only where `multiprocessors`
 is known (a GPU; lavapipe's 2 cores are already filled by 8 workgroups),
-when the kernel's grid (matmul.workgroups) has fewer workgroups than that.
+for at most MAX_M rows, when the kernel's grid (matmul.workgroups) has
+fewer workgroups than that.
 S is the smallest divisor of K that fills the multiprocessors, at most
 MAX_SPLIT (the sum reads S partials per output) and leaving at least
 MIN_K_CHUNK of K per chunk. f32 only: a split changes where partial sums
@@ -40,6 +41,9 @@ from .ops import SPLIT_STEP, dot_numbers, shape_of
 
 MAX_SPLIT = 16
 MIN_K_CHUNK = 256
+# Rows of A, at most: decode shapes. A taller matmul with a short grid needs
+# smaller tiles, not a split (the split adds a copy of A and the sum).
+MAX_M = 16
 
 
 def _dots(func: ir.Operation) -> list[ir.Operation]:
@@ -79,6 +83,8 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
         return "", {}
     (ca,), (cb,) = numbers["lhs_contracting_dimensions"], numbers["rhs_contracting_dimensions"]
     k, m, n = lhs[ca], lhs[1 - ca], rhs[1 - cb]
+    if m > MAX_M:
+        return "", {}
     workgroups = matmul.workgroups(m, n, target)
     if workgroups is None or workgroups >= target.multiprocessors:
         return "", {}
