@@ -67,6 +67,11 @@ class Target:
     # kernels on the CPU, where caches absorb strides (the transpose kernel
     # stages through workgroup memory only where this holds).
     coalescing_matters: bool = True
+    # The cooperative-matrix (KHR) shape [M, N, K] the device multiplies f16
+    # in, f16 or f32 accumulators (what IREE's --iree-vulkan-target lists as
+    # its mma intrinsics: NV_WMMA_*_16x16x16_F16 on ampere, WMMAR3_* on
+    # rdna3); () where it has none (lavapipe): the matmul_coop kernel's.
+    cooperative_matrix: tuple[int, ...] = ()
 
     @property
     def is_gpu(self) -> bool:

@@ -17,6 +17,7 @@ from . import (
     column_reduction,
     loop,
     matmul,
+    matmul_coop,
     matmul_mma,
     row_reduction,
     row_warp,
@@ -33,6 +34,9 @@ STRATEGIES: tuple[Strategy, ...] = (
     row_reduction.STRATEGY,
     column_reduction.STRATEGY,
     softmax.STRATEGY,
+    # before matmul: on Vulkan targets with cooperative matrices it takes the
+    # f16 contractions matmul would run on FMAs
+    matmul_coop.STRATEGY,
     matmul.STRATEGY,
     matmul_mma.STRATEGY,
 )
