@@ -12,6 +12,8 @@ import sys
 import pytest
 from tilefuse.bench import bundle as bundle_module
 from tilefuse.bench.bundle import write_bundle
+from tilefuse.bench.gpu import hbm_peak
+from tilefuse.bench.gpus import gpu_names, load_gpu
 from tilefuse.bench.run import BenchOptions
 from tilefuse.errors import TilefuseError
 
@@ -29,7 +31,8 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split(".")[0] == "tilefuse" or name.startswith("iree.compiler"):
             raise ImportError("not on the device machine: " + name)
 sys.meta_path.insert(0, Block())
-sys.argv = ["gpu", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1", "--peers", "xla"]
+sys.argv = ["gpu", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1", "--peers", "xla",
+            "--copy-mib", "8"]
 runpy.run_module("tilefuse_run.bench.gpu", run_name="__main__")
 """
 
@@ -59,12 +62,33 @@ def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
         assert m["xla"]["status"] == "ok" and m["xla"]["seconds"] > 0, m["xla"]
     assert by_name["softmax_f32"]["xla"]["numerics"] == "ok"
     assert "softmax_f32" in run.stdout and "add_f32" in run.stdout
+    # The bandwidth reference: a copy through JAX (8 MiB read, 8 written),
+    # and each model's rate as a fraction of it; a CPU names no HBM peak.
+    copy = results["copy"]
+    assert (
+        copy["status"] == "ok" and copy["bytes"] == 2 * 8 * 2**20 and copy["bytes_per_second"] > 0
+    )
+    assert all(m["fraction_of_copy"] > 0 for m in results["models"])
+    assert "hbm_peak" not in results and "copy reference:" in run.stdout
+
+
+@pytest.mark.parametrize(
+    "kind,gpu", [("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200"), ("cpu", None)]
+)
+def test_the_runner_finds_the_hbm_peak_by_device_name(kind, gpu):
+    """The manifest carries pipelines/hardware/gpus.toml's peaks (checked in
+    the CUDA bundle's test); the runner picks the entry whose first word is
+    in JAX's device name."""
+    peaks = {name: load_gpu(name).bandwidth_bytes_per_s for name in gpu_names()}
+    found = hbm_peak(kind, peaks)
+    assert (found[0] if found else None) == gpu
 
 
 def test_cuda_bundle_holds_both_compilers_modules(tmp_path):
     out = write_bundle(["softmax_f32"], BenchOptions(target="cuda-sm90"), tmp_path / "b")
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["target"], manifest["device"]) == ("cuda-sm90", "cuda")
+    assert manifest["hbm_bytes_per_second"]["H100-SXM"] == 3.35e12
     (model,) = manifest["models"]
     assert model["sample"] == "softmax_f32" and model["source"] == "samples/softmax_f32.mlir"
     assert set(model["files"]) == {

@@ -29,6 +29,7 @@ from ..paths import ROOT, SAMPLES, shown
 from ..targets import load_target
 from .costmodel import io_floor
 from .gpu import MANIFEST
+from .gpus import gpu_names, load_gpu
 from .measure import compile_iree, compile_tilefuse
 from .run import (
     BenchOptions,
@@ -135,6 +136,11 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
             "device": options.device or target.runtime_driver,
             "commit": _commit(),
             "run": f"cd BUNDLE && python -m {PACKAGE}.bench.gpu . [--device D]",
+            # HBM peaks (pipelines/hardware/gpus.toml) the runner matches
+            # against the device JAX names, for the fraction of peak.
+            "hbm_bytes_per_second": {
+                name: load_gpu(name).bandwidth_bytes_per_s for name in gpu_names()
+            },
             "models": entries,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))

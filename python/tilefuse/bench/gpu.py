@@ -38,6 +38,10 @@ MANIFEST = "manifest.json"
 RESULTS = "results.json"
 COMPILERS = ("tilefuse", "iree")
 PEERS = ("xla",)
+# The device-to-device copy timed as the bandwidth reference: the rate a
+# memory-bound kernel can hope for on this device (#21: about 3.0 TB/s on
+# an H100 SXM against its 3.35 TB/s peak).
+COPY_BYTES = 256 * 2**20
 # Agreement between the two compilers' outputs when no reference exists,
 # relative to the largest output magnitude (numpy dtype name -> tolerance);
 # integer outputs must match exactly.
@@ -178,6 +182,65 @@ def xla_peer(text: str, inputs, refs, tol, count: int, repeats: int, warmup: int
     return peer
 
 
+def copy_reference(nbytes: int, repeats: int, warmup: int) -> dict:
+    """A device-to-device copy of `nbytes` through JAX on its default device
+    (XLA copies a returned argument that is not donated into a new buffer),
+    timed as xla_peer times: the bytes read and written per second, and the
+    device's name. Any failure is its status, never the run's."""
+    try:
+        import jax
+
+        device = jax.devices()[0]
+        x = jax.device_put(np.zeros(nbytes // 4, np.float32), device)
+        copy = jax.jit(lambda a: a)
+        y = copy(x)
+        y.block_until_ready()
+        if y.unsafe_buffer_pointer() == x.unsafe_buffer_pointer():
+            return {"status": "unavailable: XLA returned the argument itself, no copy"}
+        for _ in range(warmup):
+            copy(x).block_until_ready()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            copy(x).block_until_ready()
+            times.append(time.perf_counter() - start)
+    except Exception as e:  # noqa: BLE001 -- a reference's failure is a finding, not a crash
+        return {"status": f"unavailable: {type(e).__name__}: {str(e)[:300]}"}
+    seconds = statistics.median(times)
+    return {
+        "status": "ok",
+        "device": str(device),
+        "device_kind": getattr(device, "device_kind", ""),
+        "bytes": 2 * nbytes,
+        "seconds": seconds,
+        "bytes_per_second": 2 * nbytes / seconds,
+    }
+
+
+def hbm_peak(device_kind: str, peaks: dict) -> tuple[str, float] | None:
+    """The (name, bytes/s) of the bundle's GPU table entry whose name's first
+    word (H100, H200, A100) is in the device's name, or None."""
+    for name, rate in peaks.items():
+        if name.split("-")[0].lower() in device_kind.lower():
+            return name, rate
+    return None
+
+
+def add_fractions(run: dict) -> None:
+    """Each model's tilefuse bytes-floor rate as a fraction of the copy rate
+    and of the HBM peak, where those are known."""
+    copy = run.get("copy", {})
+    peak = run.get("hbm_peak")
+    for r in run["models"]:
+        rate = r["floor_bytes_per_second"].get("tilefuse")
+        if rate is None:
+            continue
+        if copy.get("status") == "ok":
+            r["fraction_of_copy"] = rate / copy["bytes_per_second"]
+        if peak:
+            r["fraction_of_hbm_peak"] = rate / peak["bytes_per_second"]
+
+
 def run_model(
     bundle: Path, model: dict, config, device: str, repeats: int, warmup: int, peers=()
 ) -> dict:
@@ -214,10 +277,18 @@ def run_model(
 
 
 def run_bundle(
-    bundle: Path, device: str | None, repeats: int, warmup: int, peers=None, progress=print
+    bundle: Path,
+    device: str | None,
+    repeats: int,
+    warmup: int,
+    peers=None,
+    progress=print,
+    copy_bytes: int = COPY_BYTES,
 ):
     """`peers`: names of peers timed in the same run (PEERS); None: xla
-    when the device is CUDA (where JAX has the GPU), none otherwise."""
+    when the device is CUDA (where JAX has the GPU), none otherwise. With
+    XLA as a peer, a copy of `copy_bytes` is timed first as the bandwidth
+    reference (0: none)."""
     manifest = json.loads((bundle / MANIFEST).read_text())
     device = device or manifest["device"]
     if peers is None:
@@ -226,11 +297,20 @@ def run_bundle(
     if unknown:
         raise TilefuseError(f"unknown peer {', '.join(sorted(unknown))}; known: {', '.join(PEERS)}")
     config = open_device(device)
+    reference = {}
+    if "xla" in peers and copy_bytes:
+        progress(f"copy of {copy_bytes / 2**20:.0f} MiB through JAX: the bandwidth reference")
+        reference["copy"] = copy_reference(copy_bytes, repeats, warmup)
+        peak = hbm_peak(
+            reference["copy"].get("device_kind", ""), manifest.get("hbm_bytes_per_second", {})
+        )
+        if peak:
+            reference["hbm_peak"] = {"gpu": peak[0], "bytes_per_second": peak[1]}
     results = []
     for model in manifest["models"]:
         progress(f"{model['name']}: running on {device}")
         results.append(run_model(bundle, model, config, device, repeats, warmup, peers))
-    return {
+    run = {
         "device": device,
         "host": platform.node(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -239,22 +319,37 @@ def run_bundle(
         "repeats": repeats,
         "warmup": warmup,
         "peers": list(peers),
+        **reference,
         "models": results,
     }
+    add_fractions(run)
+    return run
 
 
 def summary_lines(run: dict) -> list[str]:
     head = f"{'model':32} {'tilefuse us':>12} {'iree us':>10} {'tf/iree':>8}"
-    head += f" {'xla us':>10} {'tf/xla':>7} {'tf GB/s':>8}  numerics"
-    lines = [head]
+    head += f" {'xla us':>10} {'tf/xla':>7} {'tf GB/s':>8} {'%copy':>6} {'%HBM':>5}  numerics"
+    lines = []
+    copy = run.get("copy")
+    if copy:
+        rate = f"{copy['bytes_per_second'] / 1e9:.1f} GB/s" if copy["status"] == "ok" else "-"
+        lines.append(f"copy reference: {rate} ({copy['status']})")
+    if run.get("hbm_peak"):
+        peak = run["hbm_peak"]
+        lines.append(f"HBM peak: {peak['bytes_per_second'] / 1e9:.0f} GB/s ({peak['gpu']})")
+    lines.append(head)
     for r in run["models"]:
         tf, iree = r["seconds"]["tilefuse"], r["seconds"]["iree"]
         xla = r.get("xla", {}).get("seconds")
         rate = r["floor_bytes_per_second"].get("tilefuse", 0) / 1e9
         xla_us, xla_ratio = (f"{xla * 1e6:.1f}", f"{tf / xla:.2f}") if xla else ("-", "-")
+        of_copy, of_hbm = (
+            f"{100 * r[key]:.0f}" if key in r else "-"
+            for key in ("fraction_of_copy", "fraction_of_hbm_peak")
+        )
         lines.append(
             f"{r['name']:32} {tf * 1e6:12.1f} {iree * 1e6:10.1f} {tf / iree:8.2f} "
-            f"{xla_us:>10} {xla_ratio:>7} {rate:8.1f}  {r['numerics']}"
+            f"{xla_us:>10} {xla_ratio:>7} {rate:8.1f} {of_copy:>6} {of_hbm:>5}  {r['numerics']}"
         )
     return lines
 
@@ -266,12 +361,15 @@ def run_and_report(
     warmup: int,
     peers=None,
     out: Path | None = None,
+    copy_bytes: int = COPY_BYTES,
 ) -> dict:
     """Run the bundle, write its results (default BUNDLE/results.json) and
     print the table; the run as written."""
     if not (bundle / MANIFEST).is_file():
         raise TilefuseError(f"no {MANIFEST} in {bundle}: not a bundle")
-    run = run_bundle(bundle, device, repeats, warmup, peers, lambda s: print(s, file=sys.stderr))
+    run = run_bundle(
+        bundle, device, repeats, warmup, peers, lambda s: print(s, file=sys.stderr), copy_bytes
+    )
     out = out or bundle / RESULTS
     out.write_text(json.dumps(run, indent=2))
     print("\n".join(summary_lines(run)))
@@ -294,6 +392,13 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=3, help="untimed calls per compiler first")
     p.add_argument("--out", help=f"results file (default: BUNDLE/{RESULTS})")
     p.add_argument(
+        "--copy-mib",
+        type=int,
+        default=COPY_BYTES // 2**20,
+        help="MiB of the device-to-device copy timed as the bandwidth reference (with the "
+        "xla peer; 0: none)",
+    )
+    p.add_argument(
         "--peers",
         help="comma-separated peers timed in the same run: xla (JAX's XLA on the same "
         "StableHLO); '' for none. Default: xla on cuda, none elsewhere",
@@ -303,7 +408,9 @@ def main(argv=None) -> int:
     try:
         out = Path(args.out) if args.out else None
         bundle = Path(args.bundle)
-        run = run_and_report(bundle, args.device, args.repeats, args.warmup, peers, out)
+        run = run_and_report(
+            bundle, args.device, args.repeats, args.warmup, peers, out, args.copy_mib * 2**20
+        )
     except TilefuseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
