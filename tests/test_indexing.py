@@ -133,3 +133,19 @@ def test_explain_prints_the_coalescing_verdicts():
     (report,) = tilefuse.compile_program(text, "vulkan").reports
     assert report.coalescing == "in0 coalesced, out0 strided (3200)", report.line()
     assert "coalescing: in0 coalesced, out0 strided (3200)" in report.line()
+
+
+def test_the_verdict_follows_the_loop_the_kernel_puts_on_lanes():
+    """A column sum's innermost loop is the reduced one (strided), but the
+    column kernel walks the kept columns on its lanes: coalesced. When it
+    swaps the row chunks onto lanes (lavapipe, 3 kept columns), strided."""
+    from conftest import reduce_program
+
+    wide = tilefuse.compile_program(reduce_program((64, 4096), [0], "f32", "add"), "cuda")
+    (report,) = wide.reports
+    assert report.strategy == "column_reduction", report.line()
+    assert report.coalescing == "in0 coalesced, out0 coalesced", report.line()
+    narrow = tilefuse.compile_program(reduce_program((700, 3), [0], "f32", "add"), "vulkan")
+    (report,) = narrow.reports
+    assert "row chunks on thread x" in report.reason, report.line()
+    assert report.coalescing.startswith("in0 strided"), report.line()

@@ -107,15 +107,21 @@ class Dispatch:
     root_gathers: bool = False
     # Each root input is read in the root's loop order (identity map).
     input_maps_identity: list[bool] = field(default_factory=list)
-    # Per root operand ("in0", .., "out0", ..): the element strides between
-    # consecutive values of the root's innermost loop, the dim every kernel
-    # here puts on a subgroup's lanes (fusion/indexing.py): (1,) coalesced,
-    # (0,) one element for all lanes, anything else strided.
-    lane_strides: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    # Per root loop, per root operand ("in0", .., "out0", ..): the element
+    # strides between consecutive values of that loop (fusion/indexing.py):
+    # (1,) coalesced, (0,) one element for all lanes, anything else strided.
+    # Which loop a subgroup's lanes walk is the strategy's (Strategy.lane_loop;
+    # the innermost for most kernels).
+    lane_strides_by_loop: list[list[tuple[str, tuple[int, ...]]]] = field(default_factory=list)
     # The root's indexing maps (inputs, then outputs); [] for a named root.
     root_maps: list[ir.AffineMap] = field(default_factory=list)
     # Every contraction among the computing ops (a matmul group has one).
     contractions: list[Contraction] = field(default_factory=list)
+
+    @property
+    def lane_strides(self) -> list[tuple[str, tuple[int, ...]]]:
+        """The strides along the innermost loop."""
+        return self.lane_strides_by_loop[-1] if self.lane_strides_by_loop else []
 
     @property
     def kind(self) -> str:
@@ -169,7 +175,7 @@ def _element(t: ir.Type) -> tuple[str, int]:
     return str(et), 64
 
 
-def _lane_strides(maps, operands, num_inputs: int, loop_ranges: list[int]):
+def _lane_strides(maps, operands, num_inputs: int, loop_ranges: list[int], lane_loop: int):
     if not loop_ranges or any(n <= 0 for n in loop_ranges):
         return []
     ranges = tuple((0, n - 1) for n in loop_ranges)
@@ -179,7 +185,7 @@ def _lane_strides(maps, operands, num_inputs: int, loop_ranges: list[int]):
         if any(n < 0 for n in shape):
             return []
         name = f"in{i}" if i < num_inputs else f"out{i - num_inputs}"
-        steps = stride(IndexingMap(amap, ranges), shape, len(loop_ranges) - 1)
+        steps = stride(IndexingMap(amap, ranges), shape, lane_loop)
         found.append((name, tuple(sorted(steps))))
     return found
 
@@ -269,7 +275,10 @@ def _analyse(func, executable: str) -> Dispatch:
         d.loop_ranges = _loop_ranges(maps, [_operand(v) for v in operands], len(identity.results))
         d.input_inner_dims = [_inner_dim(m) for m in maps[:num_inputs]]
         d.input_maps_identity = [m == identity for m in maps[:num_inputs]]
-        d.lane_strides = _lane_strides(maps, operands, num_inputs, d.loop_ranges)
+        d.lane_strides_by_loop = [
+            _lane_strides(maps, operands, num_inputs, d.loop_ranges, loop)
+            for loop in range(len(d.loop_ranges))
+        ]
         d.root_maps = maps
         d.pad_inputs = {
             i: _pad_problem(v.owner.operation, maps[i] == identity)

@@ -162,7 +162,7 @@ def reports(choices: list[Choice], failures: dict[str, str]) -> list[DispatchRep
             params=c.describe_params(),
             status="fallback",
             reason=c.reason,
-            coalescing=coalescing_text(d.lane_strides),
+            coalescing=coalescing_text(_lane_strides(c)),
         )
         if d.name in failures:
             report.status, report.reason = "failed", failures[d.name]
@@ -170,6 +170,15 @@ def reports(choices: list[Choice], failures: dict[str, str]) -> list[DispatchRep
             report.status = "applied"
         out.append(report)
     return out
+
+
+def _lane_strides(c: Choice):
+    """The strides along the loop the chosen kernel puts on a subgroup's
+    lanes (IREE's codegen, or a strategy that names none: the innermost)."""
+    strategy = BY_NAME.get(c.strategy) if c.strategy else None
+    if strategy is None or strategy.lane_loop is None or not c.dispatch.lane_strides_by_loop:
+        return c.dispatch.lane_strides
+    return c.dispatch.lane_strides_by_loop[strategy.lane_loop(c.dispatch, c.params)]
 
 
 def verify(choices: list[Choice], log: str) -> list[DispatchReport]:

@@ -232,9 +232,17 @@ def attributes(p: ColumnReductionParams, ctx: ir.Context) -> dict:
     }
 
 
+def lane_loop(d: Dispatch, p: ColumnReductionParams) -> int:
+    """Thread x walks the kept columns (the loop before the reduced one),
+    unless the chooser swapped it onto the row chunks (lavapipe with few
+    kept columns): then the reduced loop, a chunk of rows per lane."""
+    return len(d.loop_ranges) - (1 if p.kept_mapping == ("y",) else 2)
+
+
 STRATEGY = Strategy(
     name="column_reduction",
     plan=plan,
     describe=describe,
     attributes=attributes,
+    lane_loop=lane_loop,
 )

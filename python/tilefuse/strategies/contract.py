@@ -67,6 +67,9 @@ class Strategy:
     # or None: a degradation that still compiles (kernel/verify.py asks it
     # after the checks every kernel passes).
     kernel_refusal: Callable[[ir.Operation, Params], str | None] | None = None
+    # The root loop a subgroup's lanes walk in its kernel, for the
+    # coalescing verdict `explain` prints; None: the innermost.
+    lane_loop: Callable[[Dispatch, Params], int] | None = None
     # Its tiles can be tuned (`tilefuse tune`; its plan reads the cache).
     tunable: "Tunable | None" = None
     # The script's text, when it is not transform_scripts/<name>.mlir (a
