@@ -200,3 +200,20 @@ def test_try_catches_a_wrong_result(tmp_path, capsys):
     assert errors[0].startswith(f"tilefuse: error: {script}: wrong result")
     assert "main_dispatch_0_elementwise_64x256_f32" in errors[0]
     assert re.search(r"differs from the CPU reference by \d", errors[0])
+
+
+def test_try_on_cuda_reports_registers_and_spills(root):
+    """On CUDA the script's kernel is compiled and checked, and the report
+    carries ptxas's registers and spills; nothing runs (no GPU here)."""
+    from tilefuse.authoring.try_script import summary, try_script
+
+    result = try_script(
+        str(root / "docs/tutorial/elementwise.mlir"),
+        str(root / "docs/tutorial/models/ew.mlir"),
+        target="cuda",
+    )
+    (report,) = result.reports
+    assert report.strategy == "elementwise.mlir" and report.status == "applied", report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+    assert result.max_error is None and result.seconds is None
+    assert any("not run" in line for line in summary(result))

@@ -6,8 +6,9 @@
 module attributes {transform.with_named_sequence} {
   // `tilefuse try` hands the sequence the dispatch's function.
   transform.named_sequence @__transform_main(%func: !transform.any_op {transform.consumed}) {
-    // Step 1. The root: the op whose result the dispatch stores.
-    %store = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store"]} in %func
+    // Step 1. The root: the op whose result the dispatch stores (through
+    // dispatch.tensor.store on Vulkan, store_to_buffer on CUDA).
+    %store = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.store", "iree_codegen.store_to_buffer"]} in %func
       : (!transform.any_op) -> !transform.any_op
     %root = transform.get_producer_of_operand %store[0]
       : (!transform.any_op) -> !transform.any_op
@@ -18,7 +19,7 @@ module attributes {transform.with_named_sequence} {
         tile_sizes [8, 64] (mapping = [#gpu.block<y>, #gpu.block<x>])
         {tilefuse.param = "workgroup_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %loads = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.load"]} in %func
+    %loads = transform.structured.match ops{["iree_tensor_ext.dispatch.tensor.load", "iree_codegen.load_from_buffer"]} in %func
       : (!transform.any_op) -> !transform.any_op
     transform.structured.fuse_into_containing_op %loads into %grid
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)

@@ -453,7 +453,11 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("script", help="a transform-dialect script (.mlir)")
     y.add_argument("model", help="StableHLO .mlir text or bytecode (or an extracted dispatch)")
     y.add_argument("--dispatch", metavar="NAME|N", help="only this dispatch (name or index)")
-    y.add_argument("--target", default="vulkan", help="a SPIR-V target (runs: vulkan only)")
+    y.add_argument(
+        "--target",
+        default="vulkan",
+        help="a GPU target (numerics and time: vulkan only; cuda: registers and spills)",
+    )
     y.add_argument(
         "--print-after",
         type=int,

@@ -224,7 +224,9 @@ def user_strategy(script: UserScript, kernel_refusal) -> Strategy:
     return Strategy(
         name=script.name,
         plan=lambda dispatch, target: (None, "a user's script: `tilefuse try` assigns it"),
-        describe=lambda p: f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)}",
+        describe=lambda p: (
+            f"grid={list(p.launch.grid) if p.launch.grid else '?'} wg={list(p.launch.workgroup)}"
+        ),
         attributes=lambda params, ctx: {},
         steps=lambda params: {STEP: USER_ENTRY},
         kernel_refusal=kernel_refusal,

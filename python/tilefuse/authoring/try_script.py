@@ -32,7 +32,14 @@ from ..bench.costmodel import io_floor
 from ..bench.gpu import AGREEMENT, max_abs_error, random_inputs, time_interleaved
 from ..bench.measure import REPEAT_FLAG
 from ..bench.run import entry_function, input_signature, timing_repeat
-from ..driver import SPIRV_STRATEGIES_ONLY, CompileResult, compile_program, recompile, rerun
+from ..driver import (
+    SPIRV_STRATEGIES_ONLY,
+    CompileResult,
+    compile_program,
+    phase2_executable,
+    recompile,
+    rerun,
+)
 from ..errors import TilefuseError
 from ..frontend import load_program
 from ..irutil import walk
@@ -42,7 +49,7 @@ from ..runtime import CompiledModule, open_device
 from ..strategies import Choice, registered
 from ..strategies.contract import Launch
 from ..strategies.library import build_library
-from ..targets import load_target
+from ..targets import Target, load_target
 from ..toolchain import PhaseFailed, iree_opt
 from .extract import pick_dispatch
 from .script import UserParams, UserScript, load_script, step_printouts, user_strategy
@@ -130,10 +137,17 @@ def _script_error(failure: PhaseFailed, script: UserScript, dispatch: str, workd
 
 
 def apply(
-    script: UserScript, printing: UserScript, sources: Path, choice: Choice, workdir: Path
+    script: UserScript,
+    printing: UserScript,
+    sources: Path,
+    choice: Choice,
+    workdir: Path,
+    target: Target,
 ) -> Applied:
     """The script (`printing`: its copy that prints every step) on one
-    dispatch of the executable sources, as phase 2 runs a strategy on SPIR-V."""
+    dispatch of the executable sources, as phase 2 runs a strategy: on
+    SPIR-V the strategies alone (iree-opt), on CUDA the whole translation
+    (iree-compile; the kernel's grid is not read back then)."""
     name = choice.dispatch.name
     workdir.mkdir(parents=True, exist_ok=True)
     todo, library, out = workdir / "executable.mlir", workdir / "library.mlir", workdir / "out.mlir"
@@ -143,27 +157,34 @@ def apply(
     with registered(record):
         library.write_text(build_library([mine], debug_info=True))
         try:
-            run = iree_opt(
-                [
-                    str(todo),
-                    f"--iree-codegen-transform-dialect-library={library}@kernel_config",
-                    f"--pass-pipeline={SPIRV_STRATEGIES_ONLY}",
-                    "--mlir-disable-threading",
-                    "-o",
-                    str(out),
-                ],
-                f"the script on {name}",
-            )
+            if target.backend == "spirv":
+                run = iree_opt(
+                    [
+                        str(todo),
+                        f"--iree-codegen-transform-dialect-library={library}@kernel_config",
+                        f"--pass-pipeline={SPIRV_STRATEGIES_ONLY}",
+                        "--mlir-disable-threading",
+                        "-o",
+                        str(out),
+                    ],
+                    f"the script on {name}",
+                )
+                log = run.stdout + run.stderr
+            else:
+                # The whole sources (iree-compile makes a module of them): the
+                # library names only this dispatch, IREE compiles the others.
+                _vmfb, log, _ptx = phase2_executable(
+                    sources, library, target, workdir, True, what=f"the script on {name}"
+                )
         except PhaseFailed as e:
             raise _script_error(e, script, name, workdir) from None
-        log = run.stdout + run.stderr
         problems = kernel_problems([mine], log)
     steps = step_printouts(log)
     if problems:
         problem = problems[name].split(": ", 1)[-1] if name in problems else "?"
         return Applied(name, "", None, steps, problem)
     kernel = printed_kernels(log)[name]
-    _text, grid = finished_kernels(out.read_text())[name]
+    grid = finished_kernels(out.read_text())[name][1] if target.backend == "spirv" else ()
     return Applied(name, kernel, _launch(kernel, grid), steps)
 
 
@@ -208,8 +229,8 @@ def try_script(
     script = load_script(script_path)
     printing = load_script(script_path, with_step_prints=True)
     tgt = load_target(target)
-    if tgt.backend != "spirv":
-        raise TilefuseError(f"tilefuse try runs SPIR-V targets (vulkan*), not {target}")
+    if not tgt.is_gpu:
+        raise TilefuseError(f"tilefuse try takes GPU targets (vulkan*, cuda*), not {target}")
     with tempfile.TemporaryDirectory(prefix="tilefuse-try-") as tmp:
         work = Path(workdir) if workdir else Path(tmp)
         progress("compiling with the built-in strategies")
@@ -221,7 +242,7 @@ def try_script(
             progress(f"applying the script to {choice.dispatch.name}")
             try:
                 one = apply(
-                    script, printing, c.sources, choice, work / "apply" / choice.dispatch.name
+                    script, printing, c.sources, choice, work / "apply" / choice.dispatch.name, tgt
                 )
                 if show_steps is not None and (one.problem is None or dispatch is not None):
                     show_steps(script, one)
