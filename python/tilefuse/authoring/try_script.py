@@ -33,24 +33,25 @@ from ..bench.gpu import AGREEMENT, max_abs_error, random_inputs, time_interleave
 from ..bench.measure import REPEAT_FLAG
 from ..bench.run import entry_function, input_signature, timing_repeat
 from ..driver import (
-    SPIRV_STRATEGIES_ONLY,
     CompileResult,
+    Options,
     compile_program,
     phase2_executable,
+    phase2_kernels,
     recompile,
     rerun,
 )
 from ..errors import TilefuseError
 from ..frontend import load_program
 from ..irutil import walk
-from ..kernel.splice import finished_kernels, strategy_executables
+from ..kernel.splice import finished_kernels
 from ..kernel.verify import DispatchReport, kernel_problems, printed_kernels
 from ..runtime import CompiledModule, open_device
 from ..strategies import Choice, registered
 from ..strategies.contract import Launch
 from ..strategies.library import build_library
 from ..targets import Target, load_target
-from ..toolchain import PhaseFailed, iree_opt
+from ..toolchain import PhaseFailed
 from .extract import pick_dispatch
 from .script import UserParams, UserScript, load_script, step_printouts, user_strategy
 
@@ -150,26 +151,15 @@ def apply(
     (iree-compile; the kernel's grid is not read back then)."""
     name = choice.dispatch.name
     workdir.mkdir(parents=True, exist_ok=True)
-    todo, library, out = workdir / "executable.mlir", workdir / "library.mlir", workdir / "out.mlir"
-    todo.write_text(strategy_executables(sources.read_text(), {name}))
+    library = workdir / "library.mlir"
     record = user_strategy(printing, distribution_problem)
     mine = replace(choice, strategy=record.name, params=None)
+    out = None
     with registered(record):
         library.write_text(build_library([mine], debug_info=True))
         try:
             if target.backend == "spirv":
-                run = iree_opt(
-                    [
-                        str(todo),
-                        f"--iree-codegen-transform-dialect-library={library}@kernel_config",
-                        f"--pass-pipeline={SPIRV_STRATEGIES_ONLY}",
-                        "--mlir-disable-threading",
-                        "-o",
-                        str(out),
-                    ],
-                    f"the script on {name}",
-                )
-                log = run.stdout + run.stderr
+                out, log = phase2_kernels(sources, library, [mine], workdir, Options())
             else:
                 # The whole sources (iree-compile makes a module of them): the
                 # library names only this dispatch, IREE compiles the others.
@@ -184,7 +174,7 @@ def apply(
         problem = problems[name].split(": ", 1)[-1] if name in problems else "?"
         return Applied(name, "", None, steps, problem)
     kernel = printed_kernels(log)[name]
-    grid = finished_kernels(out.read_text())[name][1] if target.backend == "spirv" else ()
+    grid = finished_kernels(out.read_text())[name][1] if out else ()
     return Applied(name, kernel, _launch(kernel, grid), steps)
 
 
