@@ -316,3 +316,16 @@ def test_epilogue_variety(case):
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
     got = np.asarray(module.main(*args), np.float64)
     np.testing.assert_allclose(got, np.asarray(want, np.float64), rtol=2e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 4096, 4096), (4, 1024, 2048)])
+def test_cuda_f16_decode_shapes_take_the_fma_kernel(m, k, n):
+    """An f16 product with fewer than 16 rows has no tensor-core tile
+    (matmul_mma refuses it): the FMA kernel takes it on CUDA, where IREE's
+    codegen would otherwise; ptxas assembles it without spills. (Its
+    numerics are the Vulkan f16 cases above: the same script.)"""
+    text = program(m, k, n, epilogue="none").replace("f32", "f16")
+    for target in ("cuda", "cuda-sm90"):
+        (report,) = tilefuse.compile_program(text, target).reports
+        assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+        assert report.registers and report.spill_bytes == 0, report.line()

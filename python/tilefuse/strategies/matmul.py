@@ -10,8 +10,8 @@ This first version takes what it can compile right and reports the rest:
 - f32 operands and result; on Vulkan also f16 and bf16, accumulated in the
   result's type as the program asks (and as IREE's kernel does); on CUDA
   also bf16 (IREE 3.13 reaches no tensor cores for it, and its own codegen
-  fails on such a dispatch), while f16 there is the tensor-core kernel's
-  (matmul_mma.py);
+  fails on such a dispatch), and f16 where the tensor-core kernel
+  (matmul_mma.py) does not apply (M < 16, a vector-matrix product);
 - either operand in either layout (B as [N, K]: attention's q k^T; the
   vector reads of a transposed operand are transposed in registers), the
   contraction's result as [M, N] (its epilogue may store it transposed);
@@ -79,10 +79,18 @@ def _check(d: Dispatch, target: Target) -> str | None:
         # script (matmul_mma's reason), and its own codegen fails on such a
         # dispatch ("failed to distribute"): bf16 FMAs compile where neither does.
         return None
+    if types == {"f16"} and target.backend == "cuda":
+        # The tensor-core kernel's where it applies; where it does not (no
+        # 16-wide tile: decode shapes, M < 16, vector-matrix products) f16
+        # FMAs, accumulated in f16 as the program asks and IREE's kernel does.
+        from . import matmul_mma  # it reads this module's structure checks
+
+        params, _ = matmul_mma.plan(d, target)
+        return "f16 on CUDA: the tensor-core kernel takes it (matmul_mma)" if params else None
     if types != {"f32"}:
         return (
-            f"{'/'.join(sorted(types))} contraction: f32 (and bf16 on CUDA) only on "
-            f"{target.backend} (f16 contractions are the tensor-core kernel's, matmul_mma)"
+            f"{'/'.join(sorted(types))} contraction: f32, bf16 or (where the tensor-core "
+            f"kernel does not apply) f16 only on {target.backend}"
         )
     return None
 
