@@ -23,8 +23,12 @@ for at most MAX_M rows, when the kernel's grid (matmul.workgroups) has
 fewer workgroups than that.
 S is the smallest divisor of K that fills the multiprocessors, at most
 MAX_SPLIT (the sum reads S partials per output) and leaving at least
-MIN_K_CHUNK of K per chunk. f32 only: a split changes where partial sums
-round, and in f16 or bf16 the partials themselves would round.
+MIN_K_CHUNK of K per chunk. One element type for A, B and the result (f32,
+f16 or bf16): the kernel accumulates in the result's type, as the program
+asks, so in f16 and bf16 every partial sum rounds already; the split only
+shortens each chain of roundings. A product accumulated in a wider type
+than its operands (f16 x f16 -> f32) is left whole: its partials would be
+f32 products the FMA kernel does not make.
 
 Not split (logged): B as [N, K] (the view of B would put the batch dim in
 the middle, and IREE would copy the whole weight to move it), and a K with
@@ -89,14 +93,16 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
     if workgroups is None or workgroups >= target.multiprocessors:
         return "", {}
     grid = f"{workgroups} workgroups for {target.multiprocessors} multiprocessors"
-    if types != {"f32"}:
-        return f"{'/'.join(sorted(types))} values (split-K takes f32 only)", {}
+    if len(types) != 1 or not types <= {"f32", "f16", "bf16"}:
+        return f"{'/'.join(sorted(types))} values (split-K takes one of f32, f16, bf16)", {}
+    (element,) = types
     if cb != 0:
         return f"{grid}, but B is [N, K] (its view would copy the weight)", {}
     s = split_factor(k, workgroups, target)
     if s is None:
         return f"{grid}, but K={k} has no divisor up to {MAX_SPLIT} leaving {MIN_K_CHUNK}", {}
-    return None, {"m": m, "n": n, "k": k, "s": s, "ca": ca, "out": out, "grid": grid}
+    split = {"m": m, "n": n, "k": k, "s": s, "ca": ca, "out": out, "grid": grid}
+    return None, {**split, "element": element}
 
 
 def _template(op: ir.Operation, split: dict) -> str:
@@ -109,7 +115,7 @@ def _template(op: ir.Operation, split: dict) -> str:
     loc = str(op.location)
 
     def t(shape):
-        return tensor_text(shape, "f32")
+        return tensor_text(shape, split["element"])
 
     lines = [
         f"%a3 = stablehlo.reshape %a : ({a_type}) -> {t(a3)}",
