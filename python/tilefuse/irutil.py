@@ -108,6 +108,17 @@ def context(unregistered: bool = False) -> ir.Context:
     return ctx
 
 
+def translation_launch(func: ir.Operation) -> tuple[tuple[int, int, int], int]:
+    """(workgroup size padded to three dims, subgroup size; 0 when unset) of
+    a finished kernel's `translation_info`, read through IREE's attribute
+    bindings."""
+    from iree.compiler.dialects import iree_codegen
+
+    info = iree_codegen.TranslationInfoAttr(func.attributes["translation_info"])
+    size = (list(info.workgroup_size) + [1, 1, 1])[:3]
+    return (size[0], size[1], size[2]), info.subgroup_size or 0
+
+
 def file_positions(loc) -> Iterator[tuple[str, int, int]]:
     """(file, line, column) of every file location in `loc`, through callsite
     (inlined calls), fused and named locations."""

@@ -43,7 +43,7 @@ from ..driver import (
 )
 from ..errors import TilefuseError
 from ..frontend import load_program
-from ..irutil import walk
+from ..irutil import context, translation_launch, walk
 from ..kernel.splice import finished_kernels
 from ..kernel.verify import DispatchReport, kernel_problems, printed_kernels
 from ..runtime import CompiledModule, open_device
@@ -67,9 +67,7 @@ def distribution_problem(func: ir.Operation, params=None) -> str | None:
     ops = {op.name for op in walk(func)}
     if "scf.forall" in ops:
         return "scf.forall left: a loop was not mapped to workgroups or threads"
-    info = str(func.attributes["translation_info"])
-    size = info.split("workgroup_size = [", 1)[1].split("]", 1)[0]
-    threads = int(np.prod([int(s) for s in size.split(",")]))
+    threads = int(np.prod(translation_launch(func)[0]))
     if threads > 1 and not ops & set(THREAD_IDS):
         return f"not distributed over the workgroup's {threads} threads (no thread id read)"
     return None
@@ -187,11 +185,11 @@ def refusal(applied: Applied, script: UserScript) -> TilefuseError:
 
 
 def _launch(kernel: str, grid) -> Launch:
-    info = kernel.split("workgroup_size = [", 1)[1]
-    size = [int(s) for s in info.split("]", 1)[0].split(",")]
-    subgroup = info.split("subgroup_size = ", 1)[1] if "subgroup_size = " in info else "0"
-    digits = "".join(ch for ch in subgroup[:4] if ch.isdigit()) or "0"
-    return Launch(tuple(grid), tuple((size + [1, 1])[:3]), int(digits))
+    """The launch of a printed kernel (a func.func), its grid given."""
+    module = ir.Module.parse(kernel, context(unregistered=True))
+    func = next(op for op in walk(module.operation) if op.name == "func.func")
+    workgroup, subgroup = translation_launch(func)
+    return Launch(tuple(grid), workgroup, subgroup)
 
 
 def _pick(choices: list[Choice], wanted: str | None, model: str) -> list[Choice]:

@@ -51,6 +51,7 @@ from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
 from ..errors import TilefuseError
+from ..irutil import translation_launch
 from ..targets import Target
 from . import attrs
 from .contract import Launch, Strategy
@@ -297,10 +298,8 @@ def load_strategy(toml_path: Path) -> Strategy:
         problem = distribution_problem(func)
         if problem:
             return problem
-        info = str(func.attributes["translation_info"])
-        size = info.split("workgroup_size = [", 1)[1].split("]", 1)[0]
-        got = tuple(int(s) for s in size.split(","))
-        if p is not None and (got + (1, 1))[:3] != p.launch.workgroup:
+        got, _ = translation_launch(func)
+        if p is not None and got != p.launch.workgroup:
             return (
                 f"the kernel's workgroup_size is {list(got)}, [launch] workgroup "
                 f"{list(p.launch.workgroup)} (tag the script's translation_info and "
