@@ -96,6 +96,10 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
     if len(types) != 1 or not types <= {"f32", "f16", "bf16"}:
         return f"{'/'.join(sorted(types))} values (split-K takes one of f32, f16, bf16)", {}
     (element,) = types
+    if element == "f16" and target.backend == "cuda" and m % 16 == 0:
+        # The tensor-core kernel takes it, with tiles down to 16x16: its
+        # grid, not the FMA kernel's that `workgroups` counts.
+        return "", {}
     if cb != 0:
         return f"{grid}, but B is [N, K] (its view would copy the weight)", {}
     s = split_factor(k, workgroups, target)
