@@ -180,19 +180,11 @@ def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
         dims = sorted(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
         workgroups = kernel_workgroups(shape, dims, target)
         view, first, second = _split_dims(shape, dims, workgroups, target)
-        readers = [u.owner.operation for u in x.uses]
         moved = splice(op, _template(op, shape, view, first, second), x, result=0)
         mark_split_steps(moved, "stablehlo.reduce")
-        if view:
+        if view:  # the template's one reshape is the view of x
             with func.context, func.location:
-                hoist_view(
-                    next(
-                        u.owner.operation
-                        for u in x.uses
-                        if u.owner.operation.name == "stablehlo.reshape"
-                        and not any(u.owner.operation == r for r in readers)
-                    )
-                )
+                hoist_view(next(o for o in moved if o.name == "stablehlo.reshape"))
         chunk_count = view[dims[0]] if view else math.prod(shape[dims[0] : second[-1] + 1])
         log.append(
             f"column reduction at {where} split over the grid: {shape} over dims {dims} "

@@ -61,3 +61,11 @@ def workgroup(launch: Launch, ctx: ir.Context) -> dict:
             )
         },
     }
+
+
+def batch_lead(batch: bool) -> tuple[tuple, tuple, tuple]:
+    """(workgroup tile lead, block mapping, lead below the workgroup) of a
+    matmul kernel: a batch loop comes first, one batch element per
+    workgroup (block z), and is not tiled again below it (size 0)."""
+    lead, blocks = ((1,), ("z", "y", "x")) if batch else ((), ("y", "x"))
+    return lead, blocks, (0,) * len(lead)

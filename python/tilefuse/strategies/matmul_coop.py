@@ -33,6 +33,7 @@ from ..targets import Target
 from . import attrs
 from .contract import SKIP, Launch, Strategy
 from .matmul import structure_refusal
+from .matmul_mma import filling_tile
 
 # Workgroup tiles tried, largest first.
 WORKGROUP_TILES = ((64, 64), (64, 32), (32, 64), (32, 32), (32, 16), (16, 32), (16, 16))
@@ -116,12 +117,7 @@ def _config(m, n, k, epilogue, accumulator, shared_limit, batch=1, multiprocesso
     """The largest tile whose grid gives every multiprocessor a workgroup,
     else the one with the most workgroups; None when nothing fits."""
     fitting = list(_configs(m, n, k, epilogue, accumulator, shared_limit))
-    if not fitting:
-        return None
-    for cfg in fitting:
-        if batch * (m // cfg.tm) * (n // cfg.tn) >= multiprocessors:
-            return cfg
-    return max(fitting, key=lambda c: (m // c.tm) * (n // c.tn))
+    return filling_tile(fitting, m, n, batch, multiprocessors)
 
 
 def plan(d: Dispatch, target: Target) -> tuple[MatmulCoopParams | None, str]:
@@ -177,8 +173,7 @@ def describe(p: MatmulCoopParams) -> str:
 
 def attributes(p: MatmulCoopParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/matmul_coop.mlir."""
-    lead, blocks = ((1,), ("z", "y", "x")) if p.batch else ((), ("y", "x"))
-    below = (0,) * len(lead)
+    lead, blocks, below = attrs.batch_lead(p.batch)
     sizes = {
         "workgroup_tile": (*lead, *p.workgroup_tile),
         "subgroup_tile": (*below, *p.subgroup_tile),

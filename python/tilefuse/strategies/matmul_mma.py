@@ -148,6 +148,13 @@ def _config(
     multiprocessor a workgroup; when none does (a small product), the one
     with the most workgroups. None when nothing fits."""
     fitting = list(_configs(m, n, k, epilogue, b_k_inner, accumulator))
+    return filling_tile(fitting, m, n, batch, multiprocessors)
+
+
+def filling_tile(fitting: list, m: int, n: int, batch: int, multiprocessors: int):
+    """Of tile configurations (with .tm, .tn), largest first: the first whose
+    grid gives every multiprocessor a workgroup, else the one with the most
+    workgroups; None for none (matmul_coop's chooser too)."""
     if not fitting:
         return None
     for cfg in fitting:
@@ -266,10 +273,7 @@ def describe(p: MatmulMmaParams) -> str:
 
 def attributes(p: MatmulMmaParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/matmul_mma.mlir."""
-    # A batch loop comes first: one batch element per workgroup (block z);
-    # below the workgroup it is not tiled again (size 0).
-    lead, blocks = ((1,), ("z", "y", "x")) if p.batch else ((), ("y", "x"))
-    below = (0,) * len(lead)
+    lead, blocks, below = attrs.batch_lead(p.batch)
     sizes = {
         "workgroup_tile": (*lead, *p.workgroup_tile),
         "warp_tile": (*below, *p.warp_tile),
