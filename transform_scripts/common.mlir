@@ -22,6 +22,27 @@ module attributes {transform.with_named_sequence} {
     transform.yield %func, %root : !transform.any_op, !transform.any_op
   }
 
+  // Masked vectors (a ragged edge tile, a pad read through its source's
+  // bounds) lowered to what the SPIR-V and NVVM back ends take. Multi-dim
+  // masks are built from 1-D ones in a pattern set of their own first: this
+  // LLVM folds shape_cast/extract of `create_mask %c1, %n, %c1 :
+  // vector<1x1x1xi1>` to an all-true mask, dropping %n, so a multi-dim mask
+  // must be lowered before cast_away_vector_leading_one_dim reshapes it
+  // (docs/findings.md, 'Multi-dim vector masks'). Then the leading unit
+  // dims are cast away and masked transfers made 1-D. With no masks only
+  // the cast applies.
+  transform.named_sequence @tilefuse_lower_masks(%func: !transform.any_op {transform.readonly}) {
+    transform.apply_patterns to %func {
+      transform.apply_patterns.vector.lower_masks
+    } : !transform.any_op
+    transform.apply_patterns to %func {
+      transform.apply_patterns.vector.cast_away_vector_leading_one_dim
+      transform.apply_patterns.vector.lower_masked_transfers
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.yield
+  }
+
   // The no-ops a strategy chooses for an optional step it does not need
   // (a `transform.include` carrying `tilefuse.step`, strategies/library.py):
   // a step that hands a handle on passes its input through, one that

@@ -22,6 +22,7 @@
 module attributes {transform.with_named_sequence} {
   // Shared steps (transform_scripts/common.mlir), declared here, defined once
   // in the library the driver writes.
+  transform.named_sequence private @tilefuse_lower_masks(%func: !transform.any_op {transform.readonly})
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_op)
 
@@ -107,20 +108,11 @@ module attributes {transform.with_named_sequence} {
     %thread_ops = transform.merge_handles %thread_linalg, %thread_pads : !transform.any_op
     transform.structured.vectorize %thread_ops vector_sizes [1, 4]
         {tilefuse.param = "vector_sizes"} : !transform.any_op
-    // Masks first, in a pattern set of their own: this LLVM folds
-    // shape_cast/extract of `create_mask %c1, %n, %c1 : vector<1x1x1xi1>`
-    // to an all-true mask, dropping %n, so a multi-dim mask must be built
-    // from 1-D ones before cast_away_vector_leading_one_dim reshapes it.
-    // (Found with a pad of [2, 1, 1] to [2, 2, 1]: padding lanes read the
-    // next row's value.)
-    transform.apply_patterns to %func {
-      transform.apply_patterns.vector.lower_masks
-    } : !transform.any_op
-    transform.apply_patterns to %func {
-      transform.apply_patterns.vector.cast_away_vector_leading_one_dim
-      transform.apply_patterns.vector.lower_masked_transfers
-      transform.apply_patterns.canonicalization
-    } : !transform.any_op
+    // Masks first, in a pattern set of their own (the shared step says why:
+    // found with a pad of [2, 1, 1] to [2, 2, 1], whose padding lanes read
+    // the next row's value), then 1-D masked transfers.
+    transform.include @tilefuse_lower_masks failures(propagate) (%func)
+      : (!transform.any_op) -> ()
 
     // Step 5. Bufferize. The dispatch writes straight into its output
     // binding once the empty tensors are gone.

@@ -28,26 +28,48 @@
 //                     that dims beyond three block ids (rank > 3) get 0: kept
 //                     whole per workgroup and walked in each thread's piece;
 //                     mapping: blocks z/y/x over the tiled dims in order
-//   copy_tile         the per-thread piece of the staged input's tile, in
-//                     the INPUT's dim order: R on `b`, 1 on `a`, 0 elsewhere;
-//                     mapping thread<x> on `a`, thread<y> on `b`. T/1 threads
-//                     along x, T/R along y.
-//   compute_tile      the per-thread piece of the generic's tile, in
-//                     iteration order: 1 on `b` (thread<x>), R on `a`
-//                     (thread<y>), 0 elsewhere.
+//   copy_threads      threads per dim of the staged input's tile, in the
+//                     INPUT's dim order: Ta on `a` (thread<x>, one element
+//                     each), Tb/R on `b` (thread<y>, R each), 0
+//                     elsewhere. By thread count, not tile size, so that a
+//                     ragged edge tile keeps the same threads, each with a
+//                     smaller (masked) piece.
+//   compute_threads   threads per dim of the generic's tile, in iteration
+//                     order: Tb on `b` (thread<x>), Ta/R on `a` (thread<y>),
+//                     0 elsewhere.
 //   copy_vector, compute_vector
-//                     vector sizes = the per-thread tiles (unit dims as 1).
+//                     vector sizes = a full tile's per-thread pieces (unit
+//                     dims as 1); masked where an edge piece is smaller.
 //   bank_padding_bits the shared tile's row padding in bits (one element:
 //                     32 for f32, 16 for f16); 0 disables.
 //   workgroup_dims, translation_info: [T, T/R, 1]
+// Optional step (tilefuse.step): "static_tile", with ragged tiles on CUDA.
 // Constraints (python/tilefuse/strategies/transpose.py chooses): Ta and Tb
-// divide the sizes of `a` and `b` (no masks: a ragged tile would need the
-// thread foralls by num_threads and a static staging buffer, not built);
-// R divides both; Ta*Tb/R <= max threads; Ta*(Tb+1)*elem_bytes <= shared
-// memory.
+// divide the sizes of `a` and `b` where a divisor large enough exists;
+// otherwise the last tile is ragged and its transfers are masked; R divides
+// Ta and Tb; Ta*Tb/R <= max threads; Ta*(Tb+1)*elem_bytes <= shared memory.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_op)
+
+  transform.named_sequence private @tilefuse_lower_masks(%func: !transform.any_op {transform.readonly})
+
+  transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
+
+  // Step "static_tile", for ragged tiles on CUDA: the staging buffer,
+  // sized by the edge tile's extent, becomes a full tile's static buffer
+  // (the bound of that extent) used through a view, so that step 8 can pad
+  // its rows (it pads static buffers only). Hoisting adds a dealloc of the
+  // buffer at the end, which IREE's CUDA lowering drops but its SPIR-V
+  // lowering cannot take once padding has put a view in between: on SPIR-V
+  // a ragged tile stays dynamic and unpadded (the chooser says so). The
+  // dealloc also keeps the barrier after phase 2 alive (a bar.sync before
+  // the kernel returns). It must run here, before the foralls are mapped:
+  // after, it finds no bound for the buffer's size.
+  transform.named_sequence @tilefuse_transpose_static_tile(%func: !transform.any_op {transform.readonly}) {
+    transform.iree.hoist_static_alloc %func : (!transform.any_op) -> ()
+    transform.yield
+  }
 
   transform.named_sequence @tilefuse_transpose(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. The root (shared step, transform_scripts/common.mlir).
@@ -86,8 +108,8 @@ module attributes {transform.with_named_sequence} {
     // innermost dim (coalesced global load, conflict-free shared store),
     // R rows per thread along thread y.
     %t_copy, %copy_forall = transform.structured.tile_using_forall %copy
-        tile_sizes [4, 1] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>])
-        {tilefuse.param = "copy_tile"}
+        num_threads [8, 32] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>])
+        {tilefuse.param = "copy_threads"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     // Vectorize the copy at once: canonicalization erases a linalg.copy on
     // tensors (an identity op: its result is replaced by its input), which
@@ -100,8 +122,8 @@ module attributes {transform.with_named_sequence} {
     // read), R elements per thread along thread y. A separate forall after
     // the copy's: mapping them to threads puts a barrier between them.
     %t_root, %compute_forall = transform.structured.tile_using_forall %wg_root
-        tile_sizes [1, 4] (mapping = [#gpu.thread<linear_dim_0>, #gpu.thread<linear_dim_1>])
-        {tilefuse.param = "compute_tile"}
+        num_threads [32, 8] (mapping = [#gpu.thread<linear_dim_0>, #gpu.thread<linear_dim_1>])
+        {tilefuse.param = "compute_threads"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
@@ -113,17 +135,18 @@ module attributes {transform.with_named_sequence} {
     // thread and phase (lowered to 1-D / scalar accesses in step 8).
     transform.structured.vectorize %t_root vector_sizes [1, 4]
         {tilefuse.param = "compute_vector"} : !transform.any_op
-    transform.apply_patterns to %func {
-      transform.apply_patterns.vector.cast_away_vector_leading_one_dim
-      transform.apply_patterns.canonicalization
-    } : !transform.any_op
+    transform.include @tilefuse_lower_masks failures(propagate) (%func)
+      : (!transform.any_op) -> ()
 
     // Step 6. Bufferize: the output tile is written straight into the
     // output binding; the staging tensor becomes a memref.alloc in
-    // #gpu.address_space<workgroup>.
+    // #gpu.address_space<workgroup>. With ragged tiles it is sized by the
+    // edge tile's extent (step "static_tile", above).
     transform.iree.eliminate_empty_tensors %func : (!transform.any_op) -> ()
     %bufferized = transform.iree.bufferize <{target_gpu}> %func
       : (!transform.any_op) -> !transform.any_op
+    transform.include @tilefuse_transpose_static_tile failures(propagate) (%bufferized)
+        {tilefuse.step = "static_tile"} : (!transform.any_op) -> ()
     // Bufferization leaves self-copies (a linalg.generic copying a subview
     // onto an identical subview): only after CSE are the two the same value,
     // so canonicalize, CSE, canonicalize again to erase them.
@@ -141,10 +164,8 @@ module attributes {transform.with_named_sequence} {
     %left = transform.structured.match interface{LinalgOp} in %bufferized
       : (!transform.any_op) -> !transform.any_op
     transform.structured.vectorize %left : !transform.any_op
-    transform.apply_patterns to %bufferized {
-      transform.apply_patterns.vector.cast_away_vector_leading_one_dim
-      transform.apply_patterns.canonicalization
-    } : !transform.any_op
+    transform.include @tilefuse_lower_masks failures(propagate) (%bufferized)
+      : (!transform.any_op) -> ()
 
     // Step 7. Foralls onto workgroup ids and thread ids. Mapping the two
     // thread foralls inserts a gpu.barrier after each; the one between the
@@ -168,8 +189,10 @@ module attributes {transform.with_named_sequence} {
 
     // Lower the vectors to what SPIR-V / NVVM take: 1-D transfers (the
     // transposed read becomes scalar loads, one per element).
+    transform.include @tilefuse_lower_masks failures(propagate) (%nobar)
+      : (!transform.any_op) -> ()
     transform.apply_patterns to %nobar {
-      transform.apply_patterns.vector.cast_away_vector_leading_one_dim
+      transform.apply_patterns.vector.materialize_masks
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     // (lower_transfer + lower_transpose + permutation patterns in one set ran

@@ -25,12 +25,11 @@ from ..dispatch.read import Dispatch
 from ..irutil import map_dims, walk
 from ..targets import Target
 from . import attrs
-from .contract import Launch, Strategy
+from .contract import SKIP, Launch, Strategy
 from .sizes import largest_divisor_at_most
 
-TILE = 32  # elements of each swapped dim per workgroup, preferred at most
-WIDE_TILE = 64  # ... when no divisor in [MIN_TILE, TILE] exists (170 -> 34)
-MIN_TILE = 8  # smaller divisors leave too little to stage: the loop kernel's
+TILE = 32  # elements of each swapped dim per workgroup, at most
+MIN_TILE = 8  # smaller divisors leave too little to stage: a ragged TILE then
 ROWS = (4, 2, 1)  # elements per thread along the other dim in each phase
 BLOCKS = 3  # workgroup ids x, y, z: dims beyond them stay whole per workgroup
 
@@ -47,14 +46,16 @@ class TransposeParams:
     sizes: tuple[int, ...]  # loop ranges
     rows: int
     element_bits: int
+    ragged: bool  # a swapped dim's last tile is partial: masked transfers
+    padded: bool  # the staging tile's rows are padded (no bank conflicts)
 
 
-def _tile(n: int) -> int | None:
-    for limit in (TILE, WIDE_TILE):
-        t = largest_divisor_at_most(n, limit)
-        if t >= MIN_TILE:
-            return t
-    return None
+def _tile(n: int) -> int:
+    """A swapped dim's tile side: a divisor in [MIN_TILE, TILE] (no edge to
+    mask) where there is one (170 -> 17), the whole dim when it is smaller
+    than MIN_TILE, else TILE with a ragged last tile (masked: 97 -> 32)."""
+    t = largest_divisor_at_most(n, TILE)
+    return t if t >= MIN_TILE or t == n else TILE
 
 
 def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
@@ -99,11 +100,6 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
     if rank > BLOCKS + 1:
         return None, f"rank {rank} (2 to {BLOCKS + 1})"
     ta, tb = _tile(sizes[a]), _tile(sizes[b])
-    if ta is None or tb is None:
-        return None, (
-            f"the swapped dims {sizes[a]} and {sizes[b]} need divisors in "
-            f"[{MIN_TILE}, {WIDE_TILE}] (ragged tiles not built)"
-        )
     rows = next(r for r in ROWS if ta % r == 0 and tb % r == 0)
     threads = ta * tb // rows
     bits = d.inputs[i].bits
@@ -115,11 +111,15 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
     tiles = tuple(
         ta if dim == a else tb if dim == b else 0 if dim in whole else 1 for dim in range(rank)
     )
-    counts = [sizes[dim] // tiles[dim] for dim in range(rank) if tiles[dim]]
+    counts = [-(-sizes[dim] // tiles[dim]) for dim in range(rank) if tiles[dim]]
     grid = tuple(reversed(counts)) + (1,) * (3 - len(counts))
     why = target.grid_refusal(grid)
     if why:
         return None, why
+    ragged = bool(sizes[a] % ta or sizes[b] % tb)
+    # A ragged tile's staging buffer is padded only where it can be made
+    # static (the script's step "static_tile": CUDA, not SPIR-V).
+    padded = not ragged or target.backend == "cuda"
     params = TransposeParams(
         launch=Launch(grid, (threads, 1, 1), target.subgroup_size),
         num_inputs=len(inputs),
@@ -131,18 +131,32 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
         sizes=tuple(sizes),
         rows=rows,
         element_bits=bits,
+        ragged=ragged,
+        padded=padded,
+    )
+    tile = f"a {ta}x{tb + 1} workgroup tile (padded)" if padded else f"a {ta}x{tb} workgroup tile"
+    edges = (
+        f", the edge tiles of {sizes[a]} x {sizes[b]} masked"
+        + ("" if padded else " (unpadded: SPIR-V cannot take the static buffer padding needs)")
+        if ragged
+        else ""
     )
     return params, (
-        f"input {i} read across the output's rows: staged through a {ta}x{tb + 1} "
-        f"workgroup tile (padded), coalesced reads and writes"
+        f"input {i} read across the output's rows: staged through {tile}, coalesced "
+        f"reads and writes{edges}"
     )
+
+
+def steps(p: TransposeParams) -> dict[str, str]:
+    return {"static_tile": "tilefuse_transpose_static_tile" if p.ragged and p.padded else SKIP}
 
 
 def describe(p: TransposeParams) -> str:
     ta, tb = p.tiles[p.a], p.tiles[p.b]
+    edges = (" ragged" + ("" if p.padded else " unpadded")) if p.ragged else ""
     return (
         f"tile={ta}x{tb} swap=d{p.a},d{p.b} staged=in{p.staged} grid={list(p.launch.grid)} "
-        f"wg={list(p.launch.workgroup)}"
+        f"wg={list(p.launch.workgroup)}{edges}"
     )
 
 
@@ -155,17 +169,18 @@ def attributes(p: TransposeParams, ctx: ir.Context) -> dict:
     whole = {dim for dim in range(rank) if p.tiles[dim] == 0}
     # Phase 1, in the staged input's dim order: 1 along `a` (thread x), R
     # along `b`; phase 2, in loop order: 1 along `b` (thread x), R along `a`.
-    copy_tile, copy_map, copy_vector = [], [], []
+    ta, tb = p.tiles[p.a], p.tiles[p.b]
+    copy_threads, copy_map, copy_vector = [], [], []
     for dim in p.staged_dims:
-        copy_tile.append(1 if dim == p.a else p.rows if dim == p.b else 0)
+        copy_threads.append(ta if dim == p.a else tb // p.rows if dim == p.b else 0)
         copy_vector.append(p.sizes[dim] if dim in whole else p.rows if dim == p.b else 1)
         if dim == p.a:
             copy_map.append("linear_dim_0")
         elif dim == p.b:
             copy_map.append("linear_dim_1")
-    compute_tile, compute_map, compute_vector = [], [], []
+    compute_threads, compute_map, compute_vector = [], [], []
     for dim in range(rank):
-        compute_tile.append(1 if dim == p.b else p.rows if dim == p.a else 0)
+        compute_threads.append(tb if dim == p.b else ta // p.rows if dim == p.a else 0)
         compute_vector.append(p.sizes[dim] if dim in whole else p.rows if dim == p.a else 1)
         if dim == p.b:
             compute_map.append("linear_dim_0")
@@ -178,13 +193,13 @@ def attributes(p: TransposeParams, ctx: ir.Context) -> dict:
             "mapping": attrs.mapping("block", block_map, ctx),
         },
         "staged_input": {"operand_index": attrs.i64(p.staged, ctx)},
-        "copy_tile": {
-            "static_tile_sizes": attrs.i64_array(copy_tile, ctx),
+        "copy_threads": {
+            "static_num_threads": attrs.i64_array(copy_threads, ctx),
             "mapping": attrs.mapping("thread", copy_map, ctx),
         },
         "copy_vector": attrs.vector_sizes(copy_vector, ctx),
-        "compute_tile": {
-            "static_tile_sizes": attrs.i64_array(compute_tile, ctx),
+        "compute_threads": {
+            "static_num_threads": attrs.i64_array(compute_threads, ctx),
             "mapping": attrs.mapping("thread", compute_map, ctx),
         },
         "compute_vector": attrs.vector_sizes(compute_vector, ctx),
@@ -201,6 +216,11 @@ def kernel_refusal(func: ir.Operation, p: TransposeParams) -> str | None:
     ]
     if not allocs:
         return "no workgroup-memory tile (the input was not staged)"
+    if p.padded:
+        row = p.tiles[p.a] + 1  # the staged input's innermost dim is `a`
+        shapes = [ir.MemRefType(op.results[0].type).shape for op in allocs]
+        if not any(shape and shape[-1] == row for shape in shapes):
+            return f"the workgroup tile's rows are not padded to {row} elements ({shapes})"
     if not any(op.name == "gpu.barrier" for op in ops):
         return "no barrier between staging the tile and reading it"
     return None
@@ -211,5 +231,6 @@ STRATEGY = Strategy(
     plan=plan,
     describe=describe,
     attributes=attributes,
+    steps=steps,
     kernel_refusal=kernel_refusal,
 )
