@@ -144,6 +144,16 @@ def test_cuda_ptx_assembles_without_spills(target):
     assert report.registers and report.spill_bytes == 0, report.line()
 
 
+def test_prime_m_fills_whole_warps_on_cuda():
+    """M = 197 (ViT's tokens) has no divisor for rows of threads: the
+    threads go along N, in whole 32-wide warps, not 16 (half of each warp
+    idle, as the chooser gave before)."""
+    (report,) = tilefuse.compile_program(program(197, 768, 768), "cuda").reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert "wg=[32, 1, 1]" in report.params, report.line()
+    assert report.spill_bytes == 0, report.line()
+
+
 def test_dims_without_small_divisors_are_reported_and_right():
     (report,) = [r for r in run(7, 64, 13) if "matmul" in r.name]
     assert report.status == "fallback" and "matmul: thread tile 1x1" in report.reason

@@ -121,9 +121,10 @@ def test_cuda_splits_decode_matmuls_and_ptxas_accepts_them():
 
 def test_lavapipe_and_full_grids_are_not_split():
     """The vulkan target names no multiprocessors: nothing is split there;
-    on CUDA a 5x1024 @ 1024x4096 already has 160 workgroups."""
+    on CUDA a 5x1024 @ 1024x16384 already has 160 workgroups (of 64
+    threads: M = 5 puts every thread along N)."""
     assert not _split_lines(tilefuse.compile_program(_dot(1, 4096, 4096), "vulkan"))
-    assert not _split_lines(tilefuse.compile_program(_dot(5, 1024, 4096), "cuda"))
+    assert not _split_lines(tilefuse.compile_program(_dot(5, 1024, 16384), "cuda"))
 
 
 @pytest.mark.parametrize(

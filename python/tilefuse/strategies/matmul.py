@@ -159,9 +159,28 @@ def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, i
             ty = largest_divisor_at_most(m // tm, max(1, TARGET_THREADS // tx))
             found.append((tm, tn, tx, ty))
     full = [t for t in found if t[2] * t[3] >= target.subgroup_size]
+    if not full:
+        # Too few rows of threads for any tile (M prime: 197 has no divisor
+        # but 1): the threads go along N instead, up to TARGET_THREADS, in
+        # whole subgroups where a divisor of N allows, rather than leave
+        # part of every subgroup idle.
+        wide = [
+            (tm, tn, _threads_along_n(n // tn, ty, target.subgroup_size), ty)
+            for tm, tn, _, ty in found
+        ]
+        full = [t for t in wide if t[2] * t[3] >= target.subgroup_size]
     if full:
         return sorted(full, key=lambda t: (-t[0] * t[1], -t[1]))
     return sorted(found, key=lambda t: (-t[2] * t[3], -t[0] * t[1]))
+
+
+def _threads_along_n(columns: int, ty: int, subgroup: int) -> int:
+    """Threads x for `columns` thread tiles along N beside `ty` along M:
+    the most, up to TARGET_THREADS in all, that make whole subgroups, else
+    the most (a divisor of `columns`, so that every workgroup is full)."""
+    limit = max(1, TARGET_THREADS // ty)
+    divisors = [d for d in range(limit, 0, -1) if columns % d == 0]
+    return next((d for d in divisors if d * ty % subgroup == 0), divisors[0])
 
 
 def workgroups(m: int, n: int, target: Target) -> int | None:
