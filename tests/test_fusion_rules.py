@@ -182,6 +182,31 @@ CHECK: return %[[R]]#0, %[[R]]#1
     )
 
 
+SIBLING_SUM_MAX = """  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [2] : (tensor<8x16x24xf32>, tensor<f32>) -> tensor<8x16xf32>
+  %m = stablehlo.reduce(%x init: %zero) applies stablehlo.maximum across dimensions = [2] : (tensor<8x16x24xf32>, tensor<f32>) -> tensor<8x16xf32>
+  return %s, %m : tensor<8x16xf32>, tensor<8x16xf32>"""
+
+
+def test_sibling_row_reductions_stay_apart_on_cuda():
+    """IREE's CUDA codegen fails on a dispatch of several row-reduction
+    results (lax_reduce in the corpus) and no tilefuse kernel stores several:
+    on CUDA the siblings keep groups of their own."""
+    args, results = "%x: tensor<8x16x24xf32>", "(tensor<8x16xf32>, tensor<8x16xf32>)"
+    cuda, _ = plan(SIBLING_SUM_MAX, args, results, target="cuda")
+    assert kinds(cuda) == [("row-reduction", True), ("row-reduction", True)]
+    assert any("would return 2 reductions" in line for line in cuda.log), cuda.log
+    vulkan, _ = plan(SIBLING_SUM_MAX.replace("maximum", "multiply"), args, results)
+    assert kinds(vulkan) == [("row-reduction", True)]
+
+
+def test_sibling_row_reductions_compile_on_cuda_without_a_fallback():
+    text = f"func.func @main(%x: tensor<8x16x24xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {{\n{SIBLING_SUM_MAX}\n}}\n"
+    result = tilefuse.compile_program(text, "cuda")
+    assert not [n for n in result.notes if "FALLBACK" in n], result.notes
+    assert [r.strategy for r in result.reports] == ["row_reduction", "row_reduction"]
+
+
 def test_column_reduction_kind():
     p, _ = plan(
         """  %zero = stablehlo.constant dense<0.0> : tensor<f32>

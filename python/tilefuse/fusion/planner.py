@@ -178,11 +178,23 @@ MIXED_RESULTS = (
 # kernel takes one reduction, and IREE 3.13's default codegen fails on a
 # column region holding several ("vector.transfer_write ... workgroup
 # distributed contexts"). Sibling row reductions keep their multi-output
-# group (IREE compiles it; i32 rows of lax_reduce did fail, left to the
-# group fallback).
+# group on SPIR-V (IREE compiles it; i32 rows of lax_reduce did fail, left to
+# the group fallback), not on CUDA (SEVERAL_ROW_RESULTS).
 SEVERAL_REDUCES = (
     "the {kind} group would hold several reductions "
     "(the column kernel takes one; IREE's codegen fails on such a region)"
+)
+
+
+# Sibling row reductions (sum, max and min of one [8, 16, 24] input over its
+# last dim: lax_reduce in the corpus) in one group are a dispatch of several
+# reduction results. No tilefuse kernel stores several rows of results, and
+# IREE 3.13's CUDA codegen fails on such a dispatch, for f32 too
+# ("vector.transfer_write ... workgroup distributed contexts"); its SPIR-V
+# codegen compiles it. On CUDA they stay apart.
+SEVERAL_ROW_RESULTS = (
+    "the {kind} group would return {n} reductions (no kernel stores several; "
+    "IREE's CUDA codegen fails on such a dispatch)"
 )
 
 
@@ -305,6 +317,10 @@ class FuncPlan:
             sum(self.graph.nodes[i].cls == "reduce" for i in merged) > 1
         ):
             return SEVERAL_REDUCES.format(kind=kind)
+        if kind == "row-reduction" and self.target.backend == "cuda":
+            results = len(outputs_of(self.graph, merged))
+            if results > 1:
+                return SEVERAL_ROW_RESULTS.format(kind=kind, n=results)
         if any(
             self.graph.nodes[i].name == "stablehlo.reshape" and self.graph.nodes[i].shape == []
             for i in outputs_of(self.graph, merged)
