@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install tilefuse and what it needs on a fresh machine (idempotent):
 #   - Mesa lavapipe (Vulkan on the CPU) through apt when no Vulkan ICD exists,
-#   - the Python package with its test and bench extras (IREE compiler and runtime 3.13.0).
+#   - the Python package with its test, bench, jax and peers extras (IREE compiler and
+#     runtime 3.13.0; torch's CPU build for the peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
@@ -15,4 +16,9 @@ if ! command -v dot >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq graphviz >/dev/null
 fi
-python -m pip install -q -e ".[test,bench,jax]"
+# torch for the bundle runner's Inductor peer (samples/torch_peers.py and its
+# tests run on the CPU): the CPU build from PyTorch's own index, installed
+# before the `peers` extra so that pip does not fetch PyPI's CUDA build.
+python -c "import torch" 2>/dev/null ||
+  python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+python -m pip install -q -e ".[test,bench,jax,peers]"

@@ -1,9 +1,12 @@
 """Compile here, run there (#21): `tilefuse bench --bundle` and the runner
 it carries (bench/gpu.py), which must work with only numpy and the IREE
-runtime (and JAX for the XLA peer). No GPU here: a Vulkan bundle runs on
-lavapipe through the same runner, in a process where tilefuse and
-iree.compiler cannot be imported, with XLA on JAX's CPU backend as the
-peer; a CUDA bundle is checked for what it holds."""
+runtime (and JAX for the XLA peer, torch for the Inductor peer). No GPU
+here: a Vulkan bundle runs on lavapipe through the same runner, in a process
+where tilefuse and iree.compiler cannot be imported, with XLA on JAX's CPU
+backend and torch.compile (Inductor's C++ kernels) on the CPU as the peers,
+and a stand-in for ncu that runs the runner's --single-call child (also
+without the compiler) and prints a CSV as ncu does; a CUDA bundle is checked
+for what it holds."""
 
 import json
 import subprocess
@@ -24,25 +27,60 @@ ADD = """func.func @main(%a: tensor<1000xf32>, %b: tensor<1000xf32>) -> tensor<1
 """
 
 # The GPU machine has no IREE compiler and no tilefuse: block both.
-RUN_WITHOUT_COMPILER = """
+BLOCK = """
 import importlib.abc, runpy, sys
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name.split(".")[0] == "tilefuse" or name.startswith("iree.compiler"):
             raise ImportError("not on the device machine: " + name)
 sys.meta_path.insert(0, Block())
-sys.argv = ["gpu", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1", "--peers", "xla",
-            "--copy-mib", "8"]
+"""
+RUN_WITHOUT_COMPILER = (
+    BLOCK
+    + """
+sys.argv = ["gpu", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1",
+            "--peers", "xla,inductor", "--copy-mib", "8", "--ncu", sys.argv[1]]
 runpy.run_module("tilefuse_run.bench.gpu", run_name="__main__")
 """
+)
+
+# Stands in for ncu: checks the options the runner gives it, runs the
+# runner's child (the bundle's copy, --single-call) with tilefuse and the
+# compiler blocked, and prints what `ncu --csv` would around its output:
+# two launches of one kernel named after the model and the compiler.
+FAKE_NCU = f"""#!{sys.executable}
+import subprocess, sys
+args = sys.argv[1:]
+assert args[:3] == ["--csv", "--metrics", "gpu__time_duration.sum"], args
+python, dash_m, module, *rest = args[3:]
+assert (dash_m, module) == ("-m", "tilefuse_run.bench.gpu") and "--single-call" in rest, args
+sys.exit(1) if subprocess.run([python, "-c", BLOCK_AND_RUN, *rest]).returncode else None
+kernel = rest[rest.index("--only") + 1] + "_" + rest[rest.index("--compiler") + 1] + "_dispatch_0"
+print("==PROF== Connected to process 7")
+print('"ID","Process ID","Process Name","Host Name","Kernel Name","Metric Name",'
+      '"Metric Unit","Metric Value"')
+for i, value in enumerate(("1,500", "2,500")):
+    print(f'"{{i}}","7","python","host","{{kernel}}","gpu__time_duration.sum","nsecond",'
+          f'"{{value}}"')
+"""
+BLOCK_AND_RUN = (
+    BLOCK
+    + """
+sys.argv = ["gpu", *sys.argv[1:]]
+runpy.run_module("tilefuse_run.bench.gpu", run_name="__main__")
+"""
+)
 
 
 def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
     add = tmp_path / "add_f32.mlir"
     add.write_text(ADD)
     out = write_bundle(["softmax_f32", str(add)], BenchOptions(target="vulkan"), tmp_path / "b")
+    ncu = tmp_path / "ncu"
+    ncu.write_text(FAKE_NCU.replace("BLOCK_AND_RUN", repr(BLOCK_AND_RUN)))
+    ncu.chmod(0o755)
     run = subprocess.run(
-        [sys.executable, "-c", RUN_WITHOUT_COMPILER],
+        [sys.executable, "-c", RUN_WITHOUT_COMPILER, str(ncu)],
         check=False,
         cwd=out,
         capture_output=True,
@@ -61,6 +99,33 @@ def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
         # The peer: XLA through JAX (its CPU backend here) on the same StableHLO.
         assert m["xla"]["status"] == "ok" and m["xla"]["seconds"] > 0, m["xla"]
     assert by_name["softmax_f32"]["xla"]["numerics"] == "ok"
+    # The second peer: torch.compile with Inductor, on the CPU here, on the
+    # sample's function from the bundle's torch_peers.py; the other program
+    # has none.
+    inductor = by_name["softmax_f32"]["inductor"]
+    assert inductor["status"] == "ok" and inductor["seconds"] > 0, inductor
+    assert (inductor["backend"], inductor["device"], inductor["numerics"]) == (
+        "inductor",
+        "cpu",
+        "ok",
+    )
+    assert by_name["add_f32"]["inductor"] == {
+        "status": "unavailable: not a sample, no PyTorch function"
+    }
+    # ncu (the stand-in) ran each compiler's timing module once, in a child
+    # process per model and compiler: its kernels per dispatch.
+    assert results["ncu"] == str(ncu)
+    for m in results["models"]:
+        for compiler in ("tilefuse", "iree"):
+            kernels = m["kernels"][compiler]
+            assert kernels["status"] == "ok", kernels
+            (dispatch,) = kernels["dispatches"]
+            assert dispatch["kernel"] == f"{m['name']}_{compiler}_dispatch_0"
+            assert dispatch["median_seconds"] == pytest.approx(2e-6)
+            repeat = json.loads((out / "manifest.json").read_text())["models"]
+            repeat = next(r for r in repeat if r["name"] == m["name"])["repeat"][compiler]
+            assert kernels["seconds_per_call"] == pytest.approx(4e-6 / repeat)
+    assert "kernel times (ncu)" in run.stdout
     assert "softmax_f32" in run.stdout and "add_f32" in run.stdout
     # The bandwidth reference: a copy through JAX (8 MiB read, 8 written),
     # and each model's rate as a fraction of it; a CPU names no HBM peak.
@@ -102,7 +167,7 @@ def test_cuda_bundle_holds_both_compilers_modules(tmp_path):
         assert (out / name).stat().st_size > 0
     # The timing modules repeat every dispatch; the real ones do not.
     assert model["repeat"]["tilefuse"] > 1 and model["repeat"]["iree"] > 1
-    assert (out / "references.py").is_file()
+    assert (out / "references.py").is_file() and (out / "torch_peers.py").is_file()
     assert (out / "tilefuse_run" / "bench" / "gpu.py").is_file()
 
 

@@ -8,6 +8,8 @@ device run needs into one directory.
                                     one's timing module (dispatches repeated)
     DIR/models/<name>/program.mlir  the StableHLO, for the peers (XLA through JAX)
     DIR/references.py               samples/references.py (inputs, numpy references)
+    DIR/torch_peers.py              samples/torch_peers.py (each sample in PyTorch,
+                                    for the torch.compile peer)
     DIR/tilefuse_run/               the runner: bench/gpu.py with runtime.py and
                                     errors.py, which need only numpy and iree.runtime
 
@@ -28,7 +30,7 @@ from ..frontend import load_program
 from ..paths import ROOT, SAMPLES, shown
 from ..targets import load_target
 from .costmodel import io_floor
-from .gpu import MANIFEST
+from .gpu import MANIFEST, TORCH_PEERS
 from .gpus import gpu_names, load_gpu
 from .measure import compile_iree, compile_tilefuse
 from .run import (
@@ -130,6 +132,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
             )
         if any("sample" in e for e in entries):
             shutil.copyfile(SAMPLES / "references.py", staging / "references.py")
+            shutil.copyfile(SAMPLES / TORCH_PEERS, staging / TORCH_PEERS)
         _write_runner(staging)
         manifest = {
             "target": target.name,

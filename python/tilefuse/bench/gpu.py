@@ -15,18 +15,27 @@ reference, from the bundle's copy of samples/references.py, or against each
 other); then each compiler's timing module (every dispatch repeated N times
 in one call, IREE's --iree-hal-benchmark-dispatch-repeat-count) is called
 alternately with the other's, after warm-up, inputs resident on the device:
-time per call = median(call time) / N. Writes results.json into the bundle
-and prints one line per model.
+time per call = median(call time) / N. The peers, where asked for: XLA
+through JAX on the same StableHLO, and torch.compile (Inductor) on the
+sample's PyTorch function (the bundle's copy of samples/torch_peers.py).
+With --ncu, each compiler's timing module also runs once under Nsight
+Compute, in a child process, for the time of every kernel. Writes
+results.json into the bundle and prints one line per model.
 """
 
 import argparse
+import csv
 import functools
 import importlib.util
 import json
+import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +46,11 @@ from ..runtime import DTYPES, CompiledModule, open_device
 MANIFEST = "manifest.json"
 RESULTS = "results.json"
 COMPILERS = ("tilefuse", "iree")
-PEERS = ("xla",)
+PEERS = ("xla", "inductor")
+# The metric ncu reads for each kernel (--ncu): its time on the GPU.
+NCU_METRIC = "gpu__time_duration.sum"
+# Seconds one child run under ncu may take (every launch is profiled alone).
+NCU_TIMEOUT = 900
 # The device-to-device copy timed as the bandwidth reference: the rate a
 # memory-bound kernel can hope for on this device (#21: about 3.0 TB/s on
 # an H100 SXM against its 3.35 TB/s peak).
@@ -182,6 +195,283 @@ def xla_peer(text: str, inputs, refs, tol, count: int, repeats: int, warmup: int
     return peer
 
 
+TORCH_PEERS = "torch_peers.py"
+
+
+@dataclass(frozen=True)
+class TorchOptions:
+    """How the inductor peer compiles and where it runs."""
+
+    device: str | None = None  # torch's device; None: cuda where torch has one, else cpu
+    backend: str = "inductor"  # torch.compile's backend ("eager": no code generated)
+    mode: str | None = None  # torch.compile's mode (None: default; reduce-overhead: CUDA graphs)
+
+
+@functools.cache
+def _torch_peers(bundle: Path):
+    """The bundle's copy of samples/torch_peers.py, as a module (it imports
+    torch: loaded only when the inductor peer runs)."""
+    path = bundle / TORCH_PEERS
+    if not path.is_file():
+        raise FileNotFoundError(f"no {TORCH_PEERS} in the bundle")
+    spec = importlib.util.spec_from_file_location("tilefuse_torch_peers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def to_torch(array: np.ndarray, device):
+    """A numpy array (bf16 from ml_dtypes too) as a torch tensor on `device`."""
+    import torch
+
+    array = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
+    if "bf16" in DTYPES and array.dtype == DTYPES["bf16"]:
+        # torch reads no ml_dtypes array: the same bits, as int16, viewed as bf16.
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(array).to(device)
+
+
+def from_torch(tensor) -> np.ndarray:
+    """A torch tensor as a numpy array on the host (bf16 as ml_dtypes')."""
+    import torch
+
+    tensor = tensor.detach().cpu().contiguous()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(DTYPES["bf16"])
+    return tensor.numpy()
+
+
+def _torch_seconds(torch, device, call, count: int) -> float:
+    """Seconds per call over `count` back-to-back calls: between two CUDA
+    events on CUDA (the calls queue on the stream; the last is waited for),
+    else by the wall clock around calls that return when done."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(count):
+            call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / count  # elapsed_time is in ms
+    start = time.perf_counter()
+    for _ in range(count):
+        call()
+    return (time.perf_counter() - start) / count
+
+
+def peer_numerics(outputs: list, refs, tol, like: list) -> dict:
+    """A peer's outputs against the program's own (`like`: the tilefuse
+    module's, for count, shapes and element types) and the reference:
+    max_error and numerics. A PyTorch function is written by hand, so it
+    can return another type or shape than the StableHLO program."""
+    if len(outputs) != len(like):
+        return {"numerics": f"FAIL: {len(outputs)} outputs, the program returns {len(like)}"}
+    for i, (o, want) in enumerate(zip(outputs, like)):
+        if o.shape != want.shape or o.dtype != want.dtype:
+            return {
+                "numerics": f"FAIL: output {i} is {o.dtype}{list(o.shape)}, "
+                f"the program returns {want.dtype}{list(want.shape)}"
+            }
+    if refs is None:
+        return {}
+    error = max(max_abs_error(o, r) for o, r in zip(outputs, refs))
+    return {"max_error": error, "numerics": "ok" if error <= tol else f"over {tol:g}"}
+
+
+def inductor_peer(
+    bundle: Path,
+    model: dict,
+    inputs,
+    refs,
+    tol,
+    like: list,
+    count: int,
+    repeats: int,
+    warmup: int,
+    options: TorchOptions = TorchOptions(),
+) -> dict:
+    """torch.compile (Inductor by default) on the sample's PyTorch function
+    from the bundle's torch_peers.py, on the same inputs moved to torch's
+    device: numerics against the reference (and the program's output types),
+    and time per call over `count` back-to-back calls, median over
+    `repeats`, as xla_peer times. No torch, no function for the model, or a
+    compile error: the peer's status says so; the run goes on."""
+    if "sample" not in model:
+        return {"status": "unavailable: not a sample, no PyTorch function"}
+    stage = "unavailable"
+    try:
+        import torch
+
+        fn = _torch_peers(bundle).SAMPLES.get(model["sample"])
+        if fn is None:
+            return {"status": f"unavailable: no PyTorch function for {model['sample']}"}
+        device = torch.device(options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        args = [to_torch(a, device) for a in inputs]
+        stage = "failed"
+        torch.compiler.reset()  # each model compiles afresh, with its own shapes
+        compiled = torch.compile(
+            fn, backend=options.backend, mode=options.mode, fullgraph=True, dynamic=False
+        )
+
+        def call():
+            return compiled(*args)
+
+        with torch.no_grad():
+            out = call()
+            out = list(out) if isinstance(out, (tuple, list)) else [out]
+            outputs = [from_torch(o) for o in out]
+            for _ in range(warmup):
+                call()
+            times = [_torch_seconds(torch, device, call, count) for _ in range(repeats)]
+    except Exception as e:  # noqa: BLE001 -- a peer's failure is a finding, not a crash
+        return {"status": f"{stage}: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    peer = {
+        "status": "ok",
+        "device": str(device),
+        "torch": torch.__version__,
+        "backend": options.backend,
+        "mode": options.mode or "default",
+        "timer": "cuda events" if device.type == "cuda" else "wall clock",
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "seconds": statistics.median(times),
+    }
+    peer.update(peer_numerics(outputs, refs, tol, like))
+    return peer
+
+
+# ncu's time units (older releases spell them out, newer ones abbreviate).
+NCU_UNITS = {
+    "nsecond": 1e-9,
+    "ns": 1e-9,
+    "usecond": 1e-6,
+    "us": 1e-6,
+    "msecond": 1e-3,
+    "ms": 1e-3,
+    "second": 1.0,
+    "s": 1.0,
+}
+
+
+def parse_ncu_csv(text: str, metric: str = NCU_METRIC) -> list[dict]:
+    """What `ncu --csv --metrics METRIC` prints (one row per kernel launch
+    and metric: "ID","Process ID","Process Name","Host Name","Kernel Name",
+    ...,"Metric Name","Metric Unit","Metric Value"), with ncu's ==PROF==
+    lines and the program's own output around it, as one entry per launch
+    in ncu's order: {"id", "kernel", "seconds"}. Values may carry thousands
+    separators ("1,234.5"). No header: no launches. A time in a unit it does
+    not know is a ValueError."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    rows = list(csv.reader(lines))
+    header = next((i for i, r in enumerate(rows) if r[:1] == ["ID"] and "Kernel Name" in r), None)
+    if header is None:
+        return []
+    names = rows[header]
+    needed = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
+    missing = [n for n in needed if n not in names]
+    if missing:
+        raise ValueError(f"ncu's CSV has no column {', '.join(missing)}")
+    col = {n: names.index(n) for n in needed}
+    launches = []
+    for row in rows[header + 1 :]:
+        if len(row) != len(names) or row[col["Metric Name"]] != metric:
+            continue  # another metric, or a line that is not ncu's
+        unit = row[col["Metric Unit"]].strip()
+        if unit not in NCU_UNITS:
+            raise ValueError(f"{metric} in unit {unit!r}, not a time unit")
+        value = float(row[col["Metric Value"]].replace(",", "")) * NCU_UNITS[unit]
+        launches.append(
+            {"id": int(row[col["ID"]]), "kernel": row[col["Kernel Name"]], "seconds": value}
+        )
+    return launches
+
+
+def dispatch_times(launches: list[dict], repeat: int) -> dict:
+    """Launches of a timing module's one call (every dispatch `repeat` times)
+    per kernel, in the order each first ran: launches, per_call (launches /
+    repeat: how often one call of the real module runs it), the median,
+    smallest and total seconds; and seconds_per_call, the kernels' time in
+    one call of the real module (total / repeat)."""
+    by_kernel: dict[str, list[float]] = {}
+    for launch in launches:
+        by_kernel.setdefault(launch["kernel"], []).append(launch["seconds"])
+    return {
+        "launches": len(launches),
+        "seconds_per_call": sum(launch["seconds"] for launch in launches) / repeat,
+        "dispatches": [
+            {
+                "kernel": kernel,
+                "launches": len(times),
+                "per_call": len(times) / repeat,
+                "median_seconds": statistics.median(times),
+                "min_seconds": min(times),
+                "total_seconds": sum(times),
+            }
+            for kernel, times in by_kernel.items()
+        ],
+    }
+
+
+def ncu_kernels(
+    bundle: Path, model: dict, compiler: str, device: str, ncu: str = "ncu", timeout=NCU_TIMEOUT
+) -> dict:
+    """The compiler's timing module for `model`, called once in a child
+    process (this runner with --single-call) under `ncu --csv --metrics
+    NCU_METRIC`: each kernel's time on the GPU, per dispatch (dispatch_times).
+    ncu missing or failing: the status says so."""
+    exe = shutil.which(ncu)
+    if exe is None:
+        return {"status": f"unavailable: {ncu} not found (not on PATH; --ncu PATH names it)"}
+    package = __package__ or "tilefuse_run.bench"
+    root = Path(__file__).resolve().parents[len(package.split("."))]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
+    command = [
+        exe, "--csv", "--metrics", NCU_METRIC,
+        sys.executable, "-m", f"{package}.gpu", str(bundle.resolve()),
+        "--only", model["name"], "--compiler", compiler, "--single-call", "--device", device,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            command, check=False, capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": f"failed: ncu ran over {timeout} s"}
+    errors = [
+        line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("==ERROR==")
+    ]
+    if proc.returncode != 0 or errors:
+        why = "; ".join(errors) or proc.stderr.strip()[-300:]
+        return {"status": f"failed: ncu exit status {proc.returncode}: {why[:300]}"}
+    try:
+        launches = parse_ncu_csv(proc.stdout)
+    except ValueError as e:
+        return {"status": f"failed: {e}"}
+    if not launches:
+        return {"status": f"failed: ncu profiled no kernel: {proc.stdout.strip()[-300:]}"}
+    return {"status": "ok", **dispatch_times(launches, model["repeat"][compiler])}
+
+
+def single_call(bundle: Path, name: str, compiler: str, device: str | None) -> None:
+    """One call of `compiler`'s timing module for model `name`, the inputs
+    on the device first: what ncu profiles (--single-call)."""
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    model = next((m for m in manifest["models"] if m["name"] == name), None)
+    if model is None:
+        raise TilefuseError(f"no model {name} in the bundle")
+    if compiler not in COMPILERS:
+        raise TilefuseError(f"unknown compiler {compiler}; known: {', '.join(COMPILERS)}")
+    inputs, _, _ = model_inputs(bundle, model)
+    config = open_device(device or manifest["device"])
+    timing = CompiledModule(
+        (bundle / model["files"][f"{compiler}_timing"]).read_bytes(),
+        device or manifest["device"],
+        config=config,
+    )[model["function"]]
+    timing.invoke(timing.to_device(*inputs))
+
+
 def copy_reference(nbytes: int, repeats: int, warmup: int) -> dict:
     """A device-to-device copy of `nbytes` through JAX on its default device
     (XLA copies a returned argument that is not donated into a new buffer),
@@ -242,7 +532,14 @@ def add_fractions(run: dict) -> None:
 
 
 def run_model(
-    bundle: Path, model: dict, config, device: str, repeats: int, warmup: int, peers=()
+    bundle: Path,
+    model: dict,
+    config,
+    device: str,
+    repeats: int,
+    warmup: int,
+    peers=(),
+    torch_options: TorchOptions = TorchOptions(),
 ) -> dict:
     inputs, refs, tol = model_inputs(bundle, model)
     function = model["function"]
@@ -269,6 +566,12 @@ def run_model(
         text = (bundle / model["files"]["stablehlo"]).read_text()
         count = model["repeat"]["iree"]
         result["xla"] = xla_peer(text, inputs, refs, tol, count, repeats, warmup)
+    if "inductor" in peers:
+        count = model["repeat"]["iree"]
+        result["inductor"] = inductor_peer(
+            bundle, model, inputs, refs, tol, outputs["tilefuse"], count, repeats, warmup,
+            torch_options,
+        )  # fmt: skip
     result["floor_bytes"] = model["floor_bytes"]
     result["floor_bytes_per_second"] = {
         c: model["floor_bytes"] / s for c, s in result["seconds"].items() if s > 0
@@ -284,18 +587,25 @@ def run_bundle(
     peers=None,
     progress=print,
     copy_bytes: int = COPY_BYTES,
+    torch_options: TorchOptions = TorchOptions(),
+    ncu: str | None = None,
 ):
-    """`peers`: names of peers timed in the same run (PEERS); None: xla
-    when the device is CUDA (where JAX has the GPU), none otherwise. With
-    XLA as a peer, a copy of `copy_bytes` is timed first as the bandwidth
-    reference (0: none)."""
+    """`peers`: names of peers timed in the same run (PEERS); None: xla and
+    inductor when the device is CUDA (where JAX and torch have the GPU),
+    none otherwise. With XLA as a peer, a copy of `copy_bytes` is timed
+    first as the bandwidth reference (0: none). `ncu`: the Nsight Compute
+    executable that times each model's kernels (ncu_kernels), or None."""
     manifest = json.loads((bundle / MANIFEST).read_text())
     device = device or manifest["device"]
     if peers is None:
-        peers = ("xla",) if device == "cuda" else ()
+        peers = ("xla", "inductor") if device == "cuda" else ()
     unknown = set(peers) - set(PEERS)
     if unknown:
         raise TilefuseError(f"unknown peer {', '.join(sorted(unknown))}; known: {', '.join(PEERS)}")
+    if "xla" in peers:
+        # JAX takes 75% of the GPU's memory when it starts unless told not
+        # to; IREE and torch share the GPU with it in this process.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     config = open_device(device)
     reference = {}
     if "xla" in peers and copy_bytes:
@@ -309,7 +619,11 @@ def run_bundle(
     results = []
     for model in manifest["models"]:
         progress(f"{model['name']}: running on {device}")
-        results.append(run_model(bundle, model, config, device, repeats, warmup, peers))
+        result = run_model(bundle, model, config, device, repeats, warmup, peers, torch_options)
+        if ncu:
+            progress(f"{model['name']}: kernel times under ncu")
+            result["kernels"] = {c: ncu_kernels(bundle, model, c, device, ncu) for c in COMPILERS}
+        results.append(result)
     run = {
         "device": device,
         "host": platform.node(),
@@ -319,6 +633,7 @@ def run_bundle(
         "repeats": repeats,
         "warmup": warmup,
         "peers": list(peers),
+        "ncu": ncu,
         **reference,
         "models": results,
     }
@@ -326,9 +641,35 @@ def run_bundle(
     return run
 
 
+def _peer_columns(tf: float, peer: dict | None) -> tuple[str, str]:
+    """A peer's time per call (us) and tilefuse's over it, or dashes."""
+    seconds = (peer or {}).get("seconds")
+    return (f"{seconds * 1e6:.1f}", f"{tf / seconds:.2f}") if seconds else ("-", "-")
+
+
+def kernel_lines(run: dict) -> list[str]:
+    """ncu's kernel times, per model and compiler: the kernels' time per call
+    of the real module, then each kernel's median and launches per call."""
+    lines = []
+    for r in run["models"]:
+        for compiler, k in r.get("kernels", {}).items():
+            if k["status"] != "ok":
+                text = k["status"]
+            else:
+                text = f"{k['seconds_per_call'] * 1e6:.1f} us:"
+                for d in k["dispatches"]:
+                    text += f" {d['kernel']} {d['median_seconds'] * 1e6:.1f} us x{d['per_call']:g};"
+                text = text.rstrip(";")
+            lines.append(f"{r['name']:32} {compiler:9} {text}")
+    if lines:
+        lines.insert(0, "kernel times (ncu), per call: median per kernel x launches per call")
+    return lines
+
+
 def summary_lines(run: dict) -> list[str]:
     head = f"{'model':32} {'tilefuse us':>12} {'iree us':>10} {'tf/iree':>8}"
-    head += f" {'xla us':>10} {'tf/xla':>7} {'tf GB/s':>8} {'%copy':>6} {'%HBM':>5}  numerics"
+    head += f" {'xla us':>10} {'tf/xla':>7} {'ind us':>10} {'tf/ind':>7}"
+    head += f" {'tf GB/s':>8} {'%copy':>6} {'%HBM':>5}  numerics"
     lines = []
     copy = run.get("copy")
     if copy:
@@ -340,18 +681,34 @@ def summary_lines(run: dict) -> list[str]:
     lines.append(head)
     for r in run["models"]:
         tf, iree = r["seconds"]["tilefuse"], r["seconds"]["iree"]
-        xla = r.get("xla", {}).get("seconds")
         rate = r["floor_bytes_per_second"].get("tilefuse", 0) / 1e9
-        xla_us, xla_ratio = (f"{xla * 1e6:.1f}", f"{tf / xla:.2f}") if xla else ("-", "-")
+        xla_us, xla_ratio = _peer_columns(tf, r.get("xla"))
+        ind_us, ind_ratio = _peer_columns(tf, r.get("inductor"))
         of_copy, of_hbm = (
             f"{100 * r[key]:.0f}" if key in r else "-"
             for key in ("fraction_of_copy", "fraction_of_hbm_peak")
         )
         lines.append(
             f"{r['name']:32} {tf * 1e6:12.1f} {iree * 1e6:10.1f} {tf / iree:8.2f} "
-            f"{xla_us:>10} {xla_ratio:>7} {rate:8.1f} {of_copy:>6} {of_hbm:>5}  {r['numerics']}"
+            f"{xla_us:>10} {xla_ratio:>7} {ind_us:>10} {ind_ratio:>7} "
+            f"{rate:8.1f} {of_copy:>6} {of_hbm:>5}  {r['numerics']}{_peer_notes(r)}"
         )
-    return lines
+    return lines + kernel_lines(run)
+
+
+def _peer_notes(r: dict) -> str:
+    """A peer that did not run, or whose numerics are off, named after the
+    model's numerics (its time is left out of the table, or suspect)."""
+    notes = []
+    for name in PEERS:
+        peer = r.get(name)
+        if peer is None:
+            continue
+        if peer["status"] != "ok":
+            notes.append(f"{name} {peer['status'].split(':')[0]}")
+        elif peer.get("numerics", "ok") != "ok":
+            notes.append(f"{name} {peer['numerics']}")
+    return "".join(f"; {n}" for n in notes)
 
 
 def run_and_report(
@@ -362,13 +719,16 @@ def run_and_report(
     peers=None,
     out: Path | None = None,
     copy_bytes: int = COPY_BYTES,
+    torch_options: TorchOptions = TorchOptions(),
+    ncu: str | None = None,
 ) -> dict:
     """Run the bundle, write its results (default BUNDLE/results.json) and
     print the table; the run as written."""
     if not (bundle / MANIFEST).is_file():
         raise TilefuseError(f"no {MANIFEST} in {bundle}: not a bundle")
+    progress = lambda s: print(s, file=sys.stderr)
     run = run_bundle(
-        bundle, device, repeats, warmup, peers, lambda s: print(s, file=sys.stderr), copy_bytes
+        bundle, device, repeats, warmup, peers, progress, copy_bytes, torch_options, ncu
     )
     out = out or bundle / RESULTS
     out.write_text(json.dumps(run, indent=2))
@@ -401,15 +761,55 @@ def main(argv=None) -> int:
     p.add_argument(
         "--peers",
         help="comma-separated peers timed in the same run: xla (JAX's XLA on the same "
-        "StableHLO); '' for none. Default: xla on cuda, none elsewhere",
+        "StableHLO), inductor (torch.compile on the sample's function in torch_peers.py); "
+        "'' for none. Default: xla,inductor on cuda, none elsewhere",
     )
+    p.add_argument(
+        "--torch-device", help="torch device of the inductor peer (default: cuda if torch has it)"
+    )
+    p.add_argument(
+        "--inductor-backend",
+        default="inductor",
+        help="torch.compile backend of the inductor peer (default inductor; eager compiles nothing)",
+    )
+    p.add_argument(
+        "--inductor-mode",
+        help="torch.compile mode of the inductor peer (default: torch's; reduce-overhead: CUDA "
+        "graphs; max-autotune)",
+    )
+    p.add_argument(
+        "--ncu",
+        nargs="?",
+        const="ncu",
+        metavar="PATH",
+        help="also time every kernel: each compiler's timing module runs once under Nsight "
+        "Compute (PATH: the ncu executable, default ncu on PATH)",
+    )
+    # The child process that --ncu profiles: one call of one timing module.
+    p.add_argument("--only", help=argparse.SUPPRESS)
+    p.add_argument("--compiler", choices=COMPILERS, help=argparse.SUPPRESS)
+    p.add_argument("--single-call", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     peers = None if args.peers is None else [x for x in args.peers.split(",") if x]
+    torch_options = TorchOptions(args.torch_device, args.inductor_backend, args.inductor_mode)
     try:
         out = Path(args.out) if args.out else None
         bundle = Path(args.bundle)
+        if args.single_call:
+            if not (args.only and args.compiler):
+                raise TilefuseError("--single-call needs --only MODEL and --compiler C")
+            single_call(bundle, args.only, args.compiler, args.device)
+            return 0
         run = run_and_report(
-            bundle, args.device, args.repeats, args.warmup, peers, out, args.copy_mib * 2**20
+            bundle,
+            args.device,
+            args.repeats,
+            args.warmup,
+            peers,
+            out,
+            args.copy_mib * 2**20,
+            torch_options,
+            args.ncu,
         )
     except TilefuseError as e:
         print(f"error: {e}", file=sys.stderr)
