@@ -17,8 +17,12 @@ if ! command -v dot >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq graphviz >/dev/null
 fi
 # torch for the bundle runner's Inductor peer (samples/torch_peers.py and its
-# tests run on the CPU): the CPU build from PyTorch's own index, installed
-# before the `peers` extra so that pip does not fetch PyPI's CUDA build.
+# tests run on the CPU): a CPU build, installed before the `peers` extra so
+# that pip does not fetch PyPI's CUDA build (gigabytes of CUDA libraries).
+# The pinned CPU wheel first (this machine's wheel directory has it; asking
+# PyTorch's index where it is unreachable costs minutes of retries), else
+# PyTorch's CPU index.
 python -c "import torch" 2>/dev/null ||
+  python -m pip install -q "torch==2.13.0+cpu" 2>/dev/null ||
   python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 python -m pip install -q -e ".[test,bench,jax,peers]"
