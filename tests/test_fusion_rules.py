@@ -207,6 +207,26 @@ def test_sibling_row_reductions_compile_on_cuda_without_a_fallback():
     assert [r.strategy for r in result.reports] == ["row_reduction", "row_reduction"]
 
 
+def test_loop_groups_keep_one_iteration_space(tmp_path):
+    """Two updates of different shapes sharing a scalar (Adam's step size):
+    one group of both would be a dispatch of two iteration spaces, which no
+    kernel tiles and IREE's codegen fails on; each update keeps its own."""
+    p, _ = plan(
+        """  %one = stablehlo.constant dense<1.0> : tensor<f32>
+  %lr = stablehlo.add %t, %one : tensor<f32>
+  %la = stablehlo.broadcast_in_dim %lr, dims = [] : (tensor<f32>) -> tensor<64x64xf32>
+  %lb = stablehlo.broadcast_in_dim %lr, dims = [] : (tensor<f32>) -> tensor<64xf32>
+  %a2 = stablehlo.multiply %a, %la : tensor<64x64xf32>
+  %b2 = stablehlo.multiply %b, %lb : tensor<64xf32>
+  return %a2, %b2 : tensor<64x64xf32>, tensor<64xf32>""",
+        "%t: tensor<f32>, %a: tensor<64x64xf32>, %b: tensor<64xf32>",
+        "(tensor<64x64xf32>, tensor<64xf32>)",
+    )
+    shapes = [g.outputs for g in p.all_groups() if g.outlined]
+    assert all(len({o for o in outs if o != "tensor<f32>"}) <= 1 for outs in shapes), shapes
+    assert any("results of shapes" in line for line in p.log), p.log
+
+
 def test_column_reduction_kind():
     p, _ = plan(
         """  %zero = stablehlo.constant dense<0.0> : tensor<f32>

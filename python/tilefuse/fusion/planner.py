@@ -198,6 +198,16 @@ SEVERAL_ROW_RESULTS = (
 )
 
 
+# A loop group whose results differ in shape (Adam's update of three
+# parameters of different shapes, joined through the scalar step size they
+# share) is a dispatch of several iteration spaces: the loop kernel tiles
+# one root, and IREE 3.13's codegen fails on such a dispatch, on SPIR-V and
+# CUDA alike ("... restricted to workgroup distributed contexts").
+MIXED_SHAPES = (
+    "the loop group would return results of shapes {shapes} (one iteration space per kernel)"
+)
+
+
 # A reshape of [1] to [] returned by a group stays a collapse_shape before
 # the dispatch's store (IREE folds no rank-0 view into it), which no kernel
 # takes (and a rank-0 loop root has nothing to tile): it stays outside, a
@@ -317,6 +327,14 @@ class FuncPlan:
             sum(self.graph.nodes[i].cls == "reduce" for i in merged) > 1
         ):
             return SEVERAL_REDUCES.format(kind=kind)
+        if kind == "loop":
+            # Unit dims aside: [4, 16, 1] and [4, 16] are one iteration space.
+            shapes = {
+                tuple(d for d in self.graph.nodes[i].shape if d != 1)
+                for i in outputs_of(self.graph, merged)
+            }
+            if len(shapes) > 1:
+                return MIXED_SHAPES.format(shapes=sorted(list(s) for s in shapes))
         if kind == "row-reduction" and self.target.backend == "cuda":
             results = len(outputs_of(self.graph, merged))
             if results > 1:
