@@ -335,3 +335,23 @@ CHECK: return
 """,
         tmp_path,
     )
+
+
+def test_push_constant_scalars_are_no_work(tmp_path):
+    """GPT-2's layer norms read slices of one larger buffer, at offsets IREE
+    passes as push constants (index_castui, util.assume.int), and one reads a
+    runtime flag (an i32 truncated to i1): uniform scalars, not ops a kernel
+    must take. Both dispatches get the row kernel and the block runs right
+    (tests/test_corpus.py checks its numerics)."""
+    from corpus.load import load
+    from tilefuse.dispatch.read import read_dispatches
+
+    path, _, _, _ = load("gpt2_block_f32")
+    result = tilefuse.compile_program(path.read_text(), "vulkan", dump_dir=tmp_path)
+    sources = (tmp_path / "executable_sources.mlir").read_text()
+    assert "hal.interface.constant.load" in sources  # the case is still there
+    for d in read_dispatches(sources):
+        assert not {"arith.index_castui", "util.assume.int", "arith.trunci"} & set(d.ops), d.ops
+    by_name = {r.name: r for r in result.reports}
+    for name in ("main_dispatch_0_reduction_32x32_f32", "main_dispatch_2_reduction_32x32_f32"):
+        assert by_name[name].strategy == "row_warp" and by_name[name].status == "applied"

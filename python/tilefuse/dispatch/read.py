@@ -15,10 +15,11 @@ from ..irutil import context, iterator_types, symbol_name, walk
 
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
+SUBSPAN = "hal.interface.binding.subspan"
 # Ops that carry no computation of their own inside a dispatch.
 PLUMBING = {
     "arith.constant",
-    "hal.interface.binding.subspan",
+    SUBSPAN,
     "hal.interface.constant.load",
     "tensor.empty",
     LOAD,
@@ -223,21 +224,56 @@ def _loop_ranges(maps, operands: list[Operand], rank: int) -> list[int]:
     return ranges
 
 
-def _defining_op_name(v: ir.Value) -> str | None:
+def _defining(v: ir.Value) -> ir.Operation | None:
     owner = v.owner
-    return owner.operation.name if hasattr(owner, "operation") else None
+    return owner.operation if hasattr(owner, "operation") else None
+
+
+def _defining_op_name(v: ir.Value) -> str | None:
+    op = _defining(v)
+    return op.name if op is not None else None
+
+
+def _push_constant_scalars(top: list[ir.Operation]) -> list[ir.Operation]:
+    """The ops among `top` that compute scalars from push constants alone
+    (hal.interface.constant.load, constants, other such ops): a binding's
+    offset when IREE dispatches a slice of a larger buffer, a runtime flag
+    (an i32 truncated to i1) that a body reads. Uniform per dispatch, no
+    work of the kernel's: the strategies transform the linalg ops around
+    them, which read their results as captured scalars."""
+    found: list[ir.Operation] = []
+    for op in top:  # producers come first
+        if op.name in PLUMBING or op.regions or not op.results:
+            continue
+        scalar = all(not isinstance(r.type, ir.ShapedType) for r in op.results)
+        sources = [_defining(v) for v in op.operands]
+        if (
+            scalar
+            and sources
+            and all(
+                src is not None and (src.name in PUSH_CONSTANT_SOURCES or src in found)
+                for src in sources
+            )
+        ):
+            found.append(op)
+    return found
+
+
+PUSH_CONSTANT_SOURCES = ("hal.interface.constant.load", "arith.constant")
 
 
 def _analyse(func, executable: str) -> Dispatch:
     name = symbol_name(func)
     top = [op.operation for op in func.regions[0].blocks[0].operations]
+    uniform = _push_constant_scalars(top)
+    work = [op for op in top if op.name not in PLUMBING and op not in uniform]
     d = Dispatch(
         name=name,
         executable=executable,
         location=str(func.location),
-        ops=[op.name for op in top if op.name not in PLUMBING],
+        ops=[op.name for op in work],
     )
-    d.op_summaries = [_summary(op) for op in top if op.name not in PLUMBING]
+    d.op_summaries = [_summary(op) for op in work]
     d.contractions = [c for op in top if (c := _contraction(op)) is not None]
     stores = [op for op in top if op.name == STORE]
     if not stores:

@@ -49,7 +49,6 @@ TARGET_THREADS = 64  # threads per workgroup the chooser aims for
 MAX_THREADS_X = 16
 K_STEPS = (4, 2, 1)
 VECTOR = 4  # each row piece is one vector of at most this many elements
-BINDING_OFFSET_OPS = ("arith.index_castui", "util.assume.int")
 
 
 @dataclass(frozen=True)
@@ -117,9 +116,9 @@ def structure_refusal(d: Dispatch) -> str | None:
         return "its accumulator is not a linalg.fill"
     if any(s < 0 for s in (*c.batch, *c.m, c.n[0], c.k[0])):
         return "dynamic shapes"
-    # A binding's offset passed as a push constant (IREE's dispatch of a
-    # slice of a larger buffer) is index arithmetic on the subspan, no work.
-    ops = [o for o in d.ops if o not in BINDING_OFFSET_OPS]
+    # (A binding's offset passed as a push constant is not among d.ops:
+    # dispatch/read.py leaves uniform scalar arithmetic out.)
+    ops = d.ops
     if ops == ["linalg.fill", c.op] and d.root_op == c.op:
         return None  # a bare contraction
     if ops != ["linalg.fill", c.op, "linalg.generic"]:
