@@ -30,7 +30,6 @@ from collections.abc import Callable
 from ..hlo.ops import element_bits, element_type
 from .graph import FuncGraph, Node
 from .groups import downstream_members
-from .safety import outputs_of
 
 PAD = "stablehlo.pad"
 # (root shape, widest element bits, any bf16) -> why the loop kernel refuses it.
@@ -60,7 +59,7 @@ def group_refusal(
         return None
     if kind != "loop":
         return f"a pad in a {kind} group (only the loop kernel reads through pads)"
-    if len(outputs_of(graph, members)) > 1:
+    if len(graph.outputs_of(members)) > 1:
         # Several results may become several root ops in IREE's dispatch,
         # which the loop kernel refuses, and IREE cannot compile the pad.
         return "a pad in a group with several results"
