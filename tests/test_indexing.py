@@ -8,9 +8,11 @@ from iree.compiler import ir
 from tilefuse.fusion import safety
 from tilefuse.fusion.graph import build_graph
 from tilefuse.fusion.group_maps import group_maps
+from tilefuse.fusion.groups import reduce_dims
 from tilefuse.fusion.indexing import (
     Unsupported,
     operand_maps,
+    reduce_result_map,
     reduction_dims,
     stride,
 )
@@ -281,3 +283,20 @@ def test_an_op_with_no_map_is_read_through_an_undefined_indexing():
     assert op_maps(graph, members, "exponential") == [
         "undefined (operand 0 of dynamic_slice, op 1)"
     ]
+
+
+def test_reduce_dims_come_from_the_map_in_attribute_order():
+    graph, _ = graph_of(
+        """  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [2, 0]
+      : (tensor<3x4x5xf32>, tensor<f32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>""",
+        "%x: tensor<3x4x5xf32>",
+        "tensor<4xf32>",
+    )
+    (reduce,) = [n for n in graph.nodes if n.cls == "reduce"]
+    assert reduce_dims(reduce) == [2, 0] == reduce.ints("dimensions")
+    assert reduction_dims(reduce.maps[0]) == ([1], [2, 0])
+    assert str(reduce_result_map(reduce.maps[0])) == (
+        "(d0, d1, d2) -> (d1), d0 in [0, 2], d1 in [0, 3], d2 in [0, 4]"
+    )

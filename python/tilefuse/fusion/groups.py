@@ -18,6 +18,7 @@ tries can be judged by the kind it would produce):
 from dataclasses import dataclass, field
 
 from .graph import FuncGraph, Node
+from .indexing import reduce_result_map, reduction_dims
 
 REDUCTION_KINDS = ("softmax-like", "row-reduction", "column-reduction")
 
@@ -39,13 +40,12 @@ class Group:
 
 
 def reduce_dims(node: Node) -> list[int]:
-    return node.ints("dimensions")
-
-
-def kept_dims(node: Node) -> list[int]:
-    rank = len(node.operand_shapes[0] or [])
-    dims = set(reduce_dims(node))
-    return [i for i in range(rank) if i not in dims]
+    """The dims a reduce reduces, in the order of its `dimensions`: those
+    its input's indexing map reads through a symbol (on dynamic shapes,
+    where it has no map, the attribute)."""
+    if node.maps is None:
+        return node.ints("dimensions")
+    return reduction_dims(node.maps[0])[1]
 
 
 def reduced_space(graph: FuncGraph, members: set[int], node: Node) -> Node | None:
@@ -70,12 +70,12 @@ def moves_innermost(node: Node) -> bool:
 
 
 def rebroadcasts(graph: FuncGraph, bcast: Node, reduce: Node) -> bool:
-    """`bcast` puts a result of `reduce` back over the dims it reduced."""
-    return (
-        bcast.name == "stablehlo.broadcast_in_dim"
-        and bcast.ints("broadcast_dimensions") == kept_dims(reduce)
-        and bcast.shape == reduce.operand_shapes[0]
-    )
+    """`bcast` puts a result of `reduce` back over the dims it reduced: its
+    indexing map is the reduce's result map (from the reduce's input index
+    to its kept dims)."""
+    if bcast.cls != "index" or not bcast.maps or reduce.maps is None:
+        return False
+    return bcast.maps[0] == reduce_result_map(reduce.maps[0])
 
 
 def _reaches_back(graph: FuncGraph, members: set[int], reduce: Node) -> bool:
