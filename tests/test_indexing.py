@@ -5,7 +5,7 @@ subgroup's lanes see; and the coalescing verdicts `explain` prints."""
 import pytest
 import tilefuse
 from iree.compiler import ir
-from tilefuse.fusion import safety
+from tilefuse.fusion import pads, safety
 from tilefuse.fusion.graph import build_graph
 from tilefuse.fusion.group_maps import group_maps
 from tilefuse.fusion.groups import reduce_dims
@@ -300,3 +300,37 @@ def test_reduce_dims_come_from_the_map_in_attribute_order():
     assert str(reduce_result_map(reduce.maps[0])) == (
         "(d0, d1, d2) -> (d1), d0 in [0, 2], d1 in [0, 3], d2 in [0, 4]"
     )
+
+
+@pytest.mark.parametrize(
+    "low,high,interior,why",
+    [
+        ([0, 0], [2, 3], [0, 0], None),
+        ([1, 0], [1, 3], [0, 0], "low padding"),
+        ([-1, 0], [3, 3], [0, 0], "low padding"),
+        ([-2, 0], [0, 1], [1, 0], "low padding"),
+        ([0, 0], [-5, 3], [1, 0], "interior padding"),
+        ([0, 0], [-1, 3], [0, 0], "negative high padding"),
+    ],
+)
+def test_how_a_pad_is_read_comes_from_its_map(low, high, interior, why):
+    """A kernel reads through a pad whose source map is the identity with a
+    bound `d in [0, n - 1]` on each padded dim (pads.pad_refusal)."""
+    shape = [6 + lo + hi + 5 * i for lo, hi, i in zip(low, high, interior)]
+    graph, _ = graph_of(
+        f"""  %v = stablehlo.constant dense<0.0> : tensor<f32>
+  %p = stablehlo.pad %x, %v, low = {low}, high = {high}, interior = {interior}
+      : (tensor<6x6xf32>, tensor<f32>) -> tensor<{shape[0]}x{shape[1]}xf32>
+  return %p : tensor<{shape[0]}x{shape[1]}xf32>""",
+        "%x: tensor<6x6xf32>",
+        f"tensor<{shape[0]}x{shape[1]}xf32>",
+    )
+    pad = graph.nodes[1]
+    refusal = pads.pad_refusal(graph, pad)
+    if why is None:
+        assert refusal is None
+        assert str(pad.maps[0]) == (
+            "(d0, d1) -> (d0, d1), d0 in [0, 7], d1 in [0, 8], d0 in [0, 5], d1 in [0, 5]"
+        )
+    else:
+        assert refusal.startswith(why), refusal
