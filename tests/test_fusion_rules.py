@@ -114,8 +114,9 @@ CHECK-NEXT: flow.return
 
 
 def test_softmax_the_kernel_refuses_is_split(tmp_path):
-    # Returning the row sums too: index safety keeps the divide out (it would
-    # recompute the sum per element), and the group left, max through sum,
+    # Returning the row sums too: the planner keeps the divide out (the group
+    # would return the sums and put them back over the rows: IREE keeps them
+    # an op of its own over one value per row), and the group left, max through sum,
     # has two results (exp(x - max) for the divide, the sums), which the
     # softmax kernel refuses (it stores one). The split plan cuts it after
     # the first result its own ops read again: exp(x - max) as one kernel,
@@ -131,6 +132,42 @@ def test_softmax_the_kernel_refuses_is_split(tmp_path):
     ]
     (line,) = [line for line in p.log if "split into" in line]
     assert "2 results" in line and "main_row_reduction_reduce_6" in line
+    assert any(
+        "put op 6 (reduce) back over the rows and also use it otherwise (returned)" in line
+        for line in p.log
+    ), p.log
+
+
+LOGSUMEXP = """  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<4x64xf32>, tensor<f32>) -> tensor<4xf32>
+  %k = stablehlo.negate %m : tensor<4xf32>
+  %kb = stablehlo.broadcast_in_dim %k, dims = [0] : (tensor<4xf32>) -> tensor<4x64xf32>
+  %d = stablehlo.add %x, %kb : tensor<4x64xf32>
+  %e = stablehlo.exponential %d : tensor<4x64xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<4x64xf32>, tensor<f32>) -> tensor<4xf32>
+  %l = stablehlo.log %s : tensor<4xf32>
+  %y = stablehlo.subtract %l, %k : tensor<4xf32>
+  return %y : tensor<4xf32>"""
+
+
+def test_a_row_value_put_back_and_read_again_ends_its_group():
+    """logsumexp: -max is put back over the rows and read again by the
+    epilogue. Nothing would be recomputed in one group (index safety reads
+    -max at its row both ways), but IREE keeps -max an op of its own over one
+    value per row, which the softmax kernel refuses beside its root: the
+    max ends its group, and the sum's group reads -max from memory."""
+    p, _ = plan(LOGSUMEXP, "%x: tensor<4x64xf32>", "tensor<4xf32>", "cuda")
+    assert [(g.kind, g.members) for g in p.all_groups()] == [
+        ("row-reduction", [2, 3]),
+        ("row-reduction", [4, 5, 6, 7, 8, 9]),
+    ]
+    assert any(
+        "reduction-chain: op 3 -> op 9 not fused: the softmax-like group would put op 3 "
+        "(negate) back over the rows and also use it otherwise (op 9)" in line
+        for line in p.log
+    ), p.log
+    assert not any("indexings" in line for line in p.log), p.log
 
 
 def test_softmax_the_kernel_refuses_unsplit_is_left_to_iree(tmp_path):

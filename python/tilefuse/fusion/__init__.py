@@ -5,7 +5,9 @@ The rewrites that run before planning are hlo/'s.
     graph.py    op graph of each function
     groups.py   group kinds and heroes
     rules.py    the fusion kinds as predicates over producer -> consumer edges
-    safety.py   XLA's index-safety rule (no silent recomputation)
+    indexing.py   indexing maps per op (output index -> operand index), composed
+    group_maps.py the maps of a group: how it reads each op, along every path
+    safety.py   XLA's index-safety rule (no silent recomputation), on group_maps
     rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n],
                 then planned again (fuse)
     catalogue.py  what the kernels can take (the planner asks it; the driver builds it)

@@ -8,11 +8,13 @@ never fused: they stay where they are and IREE handles them.
 """
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from iree.compiler import ir
 
 from ..hlo.ops import bytes_of, node_class, shape_of, try_cast
 from ..irutil import symbol_name
+from .indexing import IndexingMap, Unsupported, operand_maps
 
 
 def _int_list(op: ir.Operation, attr: str) -> list[int]:
@@ -58,6 +60,15 @@ class Node:
     def ints(self, attr: str) -> list[int]:
         return _int_list(self.op, attr)
 
+    @cached_property
+    def maps(self) -> list[IndexingMap] | None:
+        """The indexing map of each operand (indexing.py), or None where the
+        op has none (a gather, a convolution, dynamic shapes)."""
+        try:
+            return operand_maps(self.op)
+        except Unsupported:
+            return None
+
     @property
     def is_splat_constant(self) -> bool:
         if self.cls != "constant" or "value" not in self.op.attributes:
@@ -72,6 +83,14 @@ class FuncGraph:
     name: str
     nodes: list[Node]
     called: bool = False  # some func.call in the module calls this function
+
+    def outputs_of(self, members: set[int]) -> list[int]:
+        """The members whose results are returned or read outside `members`."""
+        return [
+            i
+            for i in sorted(members)
+            if self.nodes[i].returned or set(self.nodes[i].users) - members
+        ]
 
     def values_from_outside(self, members: set[int]) -> list[ir.Value]:
         """Values the ops in `members` read that no member produces, first-use

@@ -18,6 +18,7 @@ tries can be judged by the kind it would produce):
 from dataclasses import dataclass, field
 
 from .graph import FuncGraph, Node
+from .indexing import reduce_result_map, reduction_dims
 
 REDUCTION_KINDS = ("softmax-like", "row-reduction", "column-reduction")
 
@@ -39,13 +40,25 @@ class Group:
 
 
 def reduce_dims(node: Node) -> list[int]:
-    return node.ints("dimensions")
+    """The dims a reduce reduces, in the order of its `dimensions`: those
+    its input's indexing map reads through a symbol (on dynamic shapes,
+    where it has no map, the attribute)."""
+    if node.maps is None:
+        return node.ints("dimensions")
+    return reduction_dims(node.maps[0])[1]
 
 
-def kept_dims(node: Node) -> list[int]:
-    rank = len(node.operand_shapes[0] or [])
-    dims = set(reduce_dims(node))
-    return [i for i in range(rank) if i not in dims]
+def reduced_space(graph: FuncGraph, members: set[int], node: Node) -> Node | None:
+    """The first reduce of `members` in whose reduced space `node`'s result
+    lies (the reduce itself, or an elementwise op of its result's shape: a
+    mean's `/ n`), or None."""
+    for r in (graph.nodes[i] for i in sorted(members)):
+        if r.cls != "reduce":
+            continue
+        in_reduced_space = node.shape == r.shape and node.shape != r.operand_shapes[0]
+        if in_reduced_space and (node.index == r.index or node.cls == "elementwise"):
+            return r
+    return None
 
 
 def moves_innermost(node: Node) -> bool:
@@ -57,12 +70,12 @@ def moves_innermost(node: Node) -> bool:
 
 
 def rebroadcasts(graph: FuncGraph, bcast: Node, reduce: Node) -> bool:
-    """`bcast` puts a result of `reduce` back over the dims it reduced."""
-    return (
-        bcast.name == "stablehlo.broadcast_in_dim"
-        and bcast.ints("broadcast_dimensions") == kept_dims(reduce)
-        and bcast.shape == reduce.operand_shapes[0]
-    )
+    """`bcast` puts a result of `reduce` back over the dims it reduced: its
+    indexing map is the reduce's result map (from the reduce's input index
+    to its kept dims)."""
+    if bcast.cls != "index" or not bcast.maps or reduce.maps is None:
+        return False
+    return bcast.maps[0] == reduce_result_map(reduce.maps[0])
 
 
 def _reaches_back(graph: FuncGraph, members: set[int], reduce: Node) -> bool:
@@ -75,6 +88,42 @@ def _reaches_back(graph: FuncGraph, members: set[int], reduce: Node) -> bool:
                 downstream.add(u)
                 stack.append(u)
     return any(rebroadcasts(graph, graph.nodes[i], reduce) for i in downstream)
+
+
+def row_value_read_twice(graph: FuncGraph, members: set[int]) -> tuple[int, str] | None:
+    """(value, other use): a value of the group over one value per row (a
+    reduce's result, or an op in a reduce's reduced space) that the group
+    puts back over the rows through a broadcast and also uses otherwise:
+    returns it ("returned"), or reads it in the reduced space without
+    putting it back ("op N"); or None."""
+    for v in sorted(members):
+        node = graph.nodes[v]
+        if reduced_space(graph, members, node) is None:
+            continue
+        reduces = [graph.nodes[i] for i in sorted(members)]
+        reduces = [r for r in reduces if r.cls == "reduce" and r.shape == node.shape]
+        inside = [u for u in node.users if u in members]
+        back = [u for u in inside if _leads_back(graph, members, graph.nodes[u], reduces)]
+        if not back:
+            continue
+        if node.returned or set(node.users) - members:
+            return v, "returned"
+        other = [u for u in inside if u not in back]
+        if other:
+            return v, f"op {other[0]}"
+    return None
+
+
+def _leads_back(graph: FuncGraph, members: set[int], node: Node, reduces: list[Node]) -> bool:
+    """`node` puts a value of the reduces' reduced space back over their
+    rows, or feeds, through ops of that space, an op that does."""
+    if any(rebroadcasts(graph, node, r) for r in reduces):
+        return True
+    if node.cls != "elementwise" or node.shape != reduces[0].shape:
+        return False
+    return any(
+        _leads_back(graph, members, graph.nodes[u], reduces) for u in node.users if u in members
+    )
 
 
 def classify(graph: FuncGraph, members: set[int]) -> tuple[str, int]:

@@ -10,10 +10,18 @@ to happen at all (a pad's interior holes, a concatenate's operand):
     pad [0, 2, 1] of tensor<4>: (d0) -> ((d0 - 2) floordiv 2),
         d0 in [0, 9], (d0 - 2) mod 2 in [0, 0], d0 - 2 in [0, 6]
 
+A constraint the ranges already imply is dropped: a pad with no low and no
+interior padding reads its source through the identity map, with
+`d in [0, n - 1]` (the source's extent) on each dim it pads.
+
 Maps compose: an op's map read through its consumer's is the map from the
-consumer's output to the op's operand, so the map from a group's root to
-each input is the composition along the path (`group_maps`), simplified by
-MLIR's affine simplifier as each expression is built.
+consumer's output to the op's operand, so the map from a group's output to
+each member and each input is the composition along every path
+(`group_maps.py`), simplified by MLIR's affine simplifier as each expression is
+built and by the ranges (`simplify`). The planner reads these maps for what
+it would otherwise derive from attributes: how often a group evaluates an op
+(index safety, safety.py), which dims a reduction keeps (`reduction_dims`,
+groups.py) and how a kernel reads through a pad (pads.py).
 
 `coalescing` reads a composed map the way a thread mapping does: threads
 with consecutive values of the root's innermost dim (the lanes of a
@@ -75,13 +83,39 @@ class IndexingMap:
             results = [
                 simplify(compose(e), self.dim_ranges, all_symbols) for e in inner.map.results
             ]
-            constraints = self.constraints + tuple(
-                Constraint(compose(c.expr), c.lo, c.hi) for c in inner.constraints
+            constraints = self.constraints + _needed(
+                [Constraint(compose(c.expr), c.lo, c.hi) for c in inner.constraints],
+                self.dim_ranges,
+                all_symbols,
             )
             composed = ir.AffineMap.get(self.map.n_dims, total, results)
         return IndexingMap(
             composed, self.dim_ranges, self.symbol_ranges + inner.symbol_ranges, constraints
         )
+
+    def at(self, index: list[int], symbols: list[int] = ()) -> list[int] | None:
+        """The operand index read at output index `index`, or None where a
+        constraint masks the read (a pad's padding, another concatenated
+        operand)."""
+        if any(not c.lo <= evaluate(c.expr, index, symbols) <= c.hi for c in self.constraints):
+            return None
+        return [evaluate(e, index, symbols) for e in self.map.results]
+
+    def is_identity(self) -> bool:
+        """Output index i reads operand index i, wherever the read happens."""
+        results = list(self.map.results)
+        with self.map.context:
+            return results == [_dim(i) for i in range(self.map.n_dims)]
+
+
+def _needed(constraints, dims, symbols) -> tuple[Constraint, ...]:
+    """The constraints the ranges do not already imply."""
+    out = []
+    for c in constraints:
+        lo, hi = bounds(c.expr, dims, symbols)
+        if not c.lo <= lo <= hi <= c.hi:
+            out.append(c)
+    return tuple(out)
 
 
 def _replace_symbols(e: ir.AffineExpr, symbols: list[ir.AffineExpr]) -> ir.AffineExpr:
@@ -274,7 +308,7 @@ def _operand_maps(op: ir.Operation, out: list[int], shapes: list[list[int]]) -> 
     def plain(results, symbols=(), constraints=()) -> IndexingMap:
         results = [simplify(e, ranges, symbols) for e in results]
         amap = ir.AffineMap.get(rank, len(symbols), results)
-        return IndexingMap(amap, ranges, tuple(symbols), tuple(constraints))
+        return IndexingMap(amap, ranges, tuple(symbols), _needed(constraints, ranges, symbols))
 
     if name in ELEMENTWISE_LIKE or _is_elementwise(op):
         return [plain(dims if s else []) for s in shapes]
@@ -289,6 +323,9 @@ def _operand_maps(op: ir.Operation, out: list[int], shapes: list[list[int]]) -> 
                 ]
             )
         ]
+    if name == "stablehlo.broadcast":  # new leading dims
+        lead = rank - len(shapes[0])
+        return [plain(dims[lead:])]
     if name == "stablehlo.transpose":
         perm = _ints(op, "permutation")  # output dim i is operand dim perm[i]
         return [plain([dims[perm.index(j)] for j in range(rank)])]
@@ -374,6 +411,89 @@ ELEMENTWISE_LIKE = {
 
 def _is_elementwise(op: ir.Operation) -> bool:
     return node_class(op) == "elementwise"
+
+
+def reduction_dims(read: IndexingMap) -> tuple[list[int], list[int]]:
+    """(kept, reduced) dims of a reduce's input, from the input's map: the
+    dims read through an output dim (in output order) and those read through
+    a symbol (in symbol order, the order of the reduce's `dimensions`)."""
+    kept, reduced = [], {}
+    for i, e in enumerate(read.map.results):
+        e = e.maybe_downcast()
+        if isinstance(e, ir.AffineSymbolExpr):
+            reduced[e.position] = i
+        else:
+            kept.append(i)
+    return kept, [reduced[j] for j in sorted(reduced)]
+
+
+def reduce_result_map(read: IndexingMap) -> IndexingMap:
+    """A reduce's result index from its input's index (the reduction's
+    iteration space), given the input's map: the kept dims. A broadcast with
+    this map puts the reduced values back over the dims they were reduced
+    over (softmax's max, layernorm's mean)."""
+    kept, _ = reduction_dims(read)
+    ranges = []
+    for e in read.map.results:
+        e = e.maybe_downcast()
+        own = read.symbol_ranges if isinstance(e, ir.AffineSymbolExpr) else read.dim_ranges
+        ranges.append(own[e.position])
+    with read.map.context:
+        amap = ir.AffineMap.get(len(ranges), 0, [_dim(i) for i in kept])
+    return IndexingMap(amap, tuple(ranges))
+
+
+def identity_map(shape: list[int], context: ir.Context) -> IndexingMap:
+    with context:
+        return IndexingMap(ir.AffineMap.get_identity(len(shape)), _ranges(shape))
+
+
+def _variables(exprs) -> tuple[set[int], list[int]]:
+    """(dims, symbols in order of first appearance) that `exprs` read."""
+    dims, symbols = set(), []
+    stack = list(reversed(exprs))
+    while stack:
+        e = stack.pop().maybe_downcast()
+        if isinstance(e, ir.AffineDimExpr):
+            dims.add(e.position)
+        elif isinstance(e, ir.AffineSymbolExpr):
+            if e.position not in symbols:
+                symbols.append(e.position)
+        elif isinstance(e, ir.AffineBinaryExpr):
+            stack += [e.rhs, e.lhs]
+    return dims, symbols
+
+
+def bind_symbols(m: IndexingMap, first: int) -> IndexingMap:
+    """`m` with each symbol from `first` on that ranges like a dim `m` does
+    not read renamed to that dim (in order of appearance), and the symbols
+    it does not read dropped. A reduction read back over the dims it
+    reduced, or read in its own reduced space, is one iteration space with
+    the row: the kernel's loop over the row is the reduction's."""
+    exprs = list(m.map.results) + [c.expr for c in m.constraints]
+    used_dims, used = _variables(exprs)
+    free = [d for d in range(m.map.n_dims) if d not in used_dims]
+    with m.map.context:
+        subst, symbols = {}, []
+        for j in used:
+            match = None
+            if j >= first:
+                match = next((d for d in free if m.dim_ranges[d] == m.symbol_ranges[j]), None)
+            if match is None:
+                subst[j] = ir.AffineSymbolExpr.get(len(symbols))
+                symbols.append(m.symbol_ranges[j])
+            else:
+                free.remove(match)
+                subst[j] = _dim(match)
+        if len(symbols) == len(m.symbol_ranges):
+            return m
+        table = [subst.get(j, _const(0)) for j in range(len(m.symbol_ranges))]
+        results = [_replace_symbols(e, table) for e in m.map.results]
+        constraints = tuple(
+            Constraint(_replace_symbols(c.expr, table), c.lo, c.hi) for c in m.constraints
+        )
+        amap = ir.AffineMap.get(m.map.n_dims, len(symbols), results)
+    return IndexingMap(amap, m.dim_ranges, tuple(symbols), constraints)
 
 
 def stride(read_map: IndexingMap, shape: list[int], lane_dim: int) -> set[int]:

@@ -5,7 +5,8 @@ pad's source is masked by the source's bounds and the masked-off lanes take
 the padding value (strategies/loop.py, transform_scripts/loop.mlir). That is
 a bounds check at the high end of each dim, so the pad must have:
 
-- no low and no interior padding, and no negative (slicing) high padding;
+- no low and no interior padding, and no negative (slicing) high padding
+  (the map of the pad's source is the identity, masked at the high end);
 - a constant padding value;
 
 and the group must let IREE hand the kernel `tensor.pad(load(x))` read in
@@ -30,7 +31,6 @@ from collections.abc import Callable
 from ..hlo.ops import element_bits, element_type
 from .graph import FuncGraph, Node
 from .groups import downstream_members
-from .safety import outputs_of
 
 PAD = "stablehlo.pad"
 # (root shape, widest element bits, any bf16) -> why the loop kernel refuses it.
@@ -38,12 +38,22 @@ ShapeRefusal = Callable[[list[int], int, bool], str | None]
 
 
 def pad_refusal(graph: FuncGraph, node: Node) -> str | None:
-    """Why no kernel can read through this pad, or None."""
-    if any(node.ints("edge_padding_low")):
-        return "low padding (a kernel reads through high padding only)"
-    if any(node.ints("interior_padding")):
+    """Why no kernel can read through this pad, or None.
+
+    Read from the indexing map of the pad's source (indexing.py): a kernel
+    reads through the pad when that map is the identity, with a constraint
+    `d in [0, n - 1]` (the source's extent) on each padded dim, and the pad
+    is no smaller than its source. Element 0 of the pad is not element 0 of
+    the source with low padding; with interior padding the map strides."""
+    if node.maps is None:
+        return "dynamic shapes (no indexing map)"
+    source = node.maps[0]
+    if not source.is_identity():
+        origin = [0] * len(source.dim_ranges)
+        if source.at(origin) != origin:
+            return "low padding (a kernel reads through high padding only)"
         return "interior padding"
-    if any(h < 0 for h in node.ints("edge_padding_high")):
+    if any(hi < n - 1 for (_, hi), n in zip(source.dim_ranges, node.operand_shapes[0])):
         return "negative high padding (a slice)"
     value = node.producers[1]
     if value < 0 or graph.nodes[value].cls != "constant":
@@ -60,7 +70,7 @@ def group_refusal(
         return None
     if kind != "loop":
         return f"a pad in a {kind} group (only the loop kernel reads through pads)"
-    if len(outputs_of(graph, members)) > 1:
+    if len(graph.outputs_of(members)) > 1:
         # Several results may become several root ops in IREE's dispatch,
         # which the loop kernel refuses, and IREE cannot compile the pad.
         return "a pad in a group with several results"

@@ -38,10 +38,11 @@ from .groups import (
     Group,
     classify,
     has_chained_reductions,
+    row_value_read_twice,
     upstream_members,
 )
 from .rules import EDGE_RULES, siblings
-from .safety import duplicated, outputs_of, unsafe_duplication
+from .safety import duplicated, unsafe_duplication
 
 KERNEL_LOST = "the softmax kernel takes each part, not both together ({why})"
 GROUPED_CLASSES = ("elementwise", "index", "reduce", "contraction", "gather")
@@ -208,6 +209,23 @@ MIXED_SHAPES = (
 )
 
 
+# A value over one value per row computed from a reduction that a group
+# puts back over the rows and also uses otherwise (returns it: a softmax
+# returning its row sums; or reads it in the reduced space: logsumexp's max,
+# subtracted from the row and added to the log of the sum) stays an op of
+# its own over one value per row in IREE's dispatch, as IREE fuses an op into
+# one consumer only: the softmax kernel takes one such op, the root, and
+# stores one result (measured on the corpus: logsumexp in one group went to
+# IREE's default codegen, "several ops over one value per row"; mlp_grad's
+# merged group kept five results and went to IREE whole). The reduction ends
+# its group instead, and the value is read back from memory.
+ROW_VALUE_READ_TWICE = (
+    "the {kind} group would put {what} back over the rows and also use it otherwise "
+    "({use}): IREE keeps it as an op over one value per row of its own, which the "
+    "softmax kernel does not take beside its root"
+)
+
+
 # A reshape of [1] to [] returned by a group stays a collapse_shape before
 # the dispatch's store (IREE folds no rank-0 view into it), which no kernel
 # takes (and a rank-0 loop root has nothing to tile): it stays outside, a
@@ -305,7 +323,7 @@ class FuncPlan:
 
     def _bindings(self, merged: set[int]) -> int:
         inputs = self.graph.values_from_outside(merged)
-        return len(inputs) + len(outputs_of(self.graph, merged))
+        return len(inputs) + len(self.graph.outputs_of(merged))
 
     def refusal(self, a: int, b: int) -> str | None:
         """Why groups a and b may not merge, or None."""
@@ -320,7 +338,7 @@ class FuncPlan:
         if why:
             return why
         if kind in ("row-reduction", "column-reduction"):
-            outs = outputs_of(self.graph, merged)
+            outs = self.graph.outputs_of(merged)
             if len(outs) > 1 and any(self.graph.nodes[i].cls != "reduce" for i in outs):
                 return MIXED_RESULTS.format(kind=kind)
         if kind == "column-reduction" and (
@@ -331,17 +349,17 @@ class FuncPlan:
             # Unit dims aside: [4, 16, 1] and [4, 16] are one iteration space.
             shapes = {
                 tuple(d for d in self.graph.nodes[i].shape if d != 1)
-                for i in outputs_of(self.graph, merged)
+                for i in self.graph.outputs_of(merged)
             }
             if len(shapes) > 1:
                 return MIXED_SHAPES.format(shapes=sorted(list(s) for s in shapes))
         if kind == "row-reduction" and self.target.backend == "cuda":
-            results = len(outputs_of(self.graph, merged))
+            results = len(self.graph.outputs_of(merged))
             if results > 1:
                 return SEVERAL_ROW_RESULTS.format(kind=kind, n=results)
         if any(
             self.graph.nodes[i].name == "stablehlo.reshape" and self.graph.nodes[i].shape == []
-            for i in outputs_of(self.graph, merged)
+            for i in self.graph.outputs_of(merged)
         ):
             return SCALAR_RESHAPE.format(kind=kind)
         if kind in REDUCTION_KINDS:
@@ -357,6 +375,11 @@ class FuncPlan:
         bindings = self._bindings(merged)
         if bindings > max_bindings(self.target):
             return f"{bindings} bindings > {max_bindings(self.target)}"
+        twice = row_value_read_twice(self.graph, merged) if kind in REDUCTION_KINDS else None
+        if twice:
+            value, use = twice
+            what = f"op {value} ({self.graph.nodes[value].short})"
+            return ROW_VALUE_READ_TWICE.format(kind=kind, what=what, use=use)
         return unsafe_duplication(self.graph, merged)
 
     def _pad_shape_refusal(self, shape: list[int], bits: int, bf16: bool) -> str | None:
@@ -579,7 +602,7 @@ SCALARS = "elementwise math on scalars only: no kernel takes it, IREE forms its 
 
 def scalars_only(graph: FuncGraph, members: set[int]) -> bool:
     """Every result of the group is a scalar."""
-    return all(graph.nodes[i].shape == [] for i in outputs_of(graph, members))
+    return all(graph.nodes[i].shape == [] for i in graph.outputs_of(members))
 
 
 def folded_by_iree(graph: FuncGraph, members: set[int]) -> bool:
@@ -590,7 +613,7 @@ def folded_by_iree(graph: FuncGraph, members: set[int]) -> bool:
                 continue
             if p < 0 or graph.nodes[p].cls != "constant":
                 return False
-    return all(graph.nodes[i].shape == [] for i in outputs_of(graph, members))
+    return all(graph.nodes[i].shape == [] for i in graph.outputs_of(members))
 
 
 def split_plan(
@@ -602,7 +625,7 @@ def split_plan(
     unless every part is a group some kernel takes (then the whole group is
     left to IREE, as before)."""
     members = set(group.members)
-    reread = [i for i in outputs_of(graph, members) if set(graph.nodes[i].users) & members]
+    reread = [i for i in graph.outputs_of(members) if set(graph.nodes[i].users) & members]
     if not reread:
         return None
     cut = graph.nodes[reread[0]]
@@ -630,7 +653,7 @@ def _concat_problem(graph: FuncGraph, members: set[int]) -> str | None:
     restricted to workgroup distributed contexts"), unless it only reads
     the region's inputs and feeds other ops of the group (then it is folded
     into their loads); IREE's own formation writes each operand in place."""
-    outputs = set(outputs_of(graph, members))
+    outputs = set(graph.outputs_of(members))
     for i in sorted(members):
         node = graph.nodes[i]
         if node.name != CONCATENATE:
@@ -653,7 +676,7 @@ def _describe(graph: FuncGraph, members: list[int]) -> Group:
     hero_node = graph.nodes[hero]
     name = f"{graph.name}_{kind.replace('-', '_')}_{hero_node.short}_{hero}"
     inputs = graph.values_from_outside(set(members))
-    outputs = [r for i in outputs_of(graph, set(members)) for r in graph.nodes[i].op.results]
+    outputs = [r for i in graph.outputs_of(set(members)) for r in graph.nodes[i].op.results]
     group = Group(
         name=name,
         kind=kind,

@@ -74,10 +74,11 @@ def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]
     """(None, spaces) if the group can be viewed as rows, else (why not, None)."""
     members = [graph.nodes[i] for i in group.members]
     reduces = [n for n in members if n.cls == "reduce"]
-    rows = {(tuple(n.operand_shapes[0] or ()), tuple(reduce_dims(n))) for n in reduces}
-    if len(rows) != 1:
+    # One indexing map for every reduce's input: one row shape, one set of dims.
+    reads = {n.maps[0] if n.maps else None for n in reduces}
+    if len(reads) != 1 or None in reads:
         return "reductions over different shapes or dims", None
-    row, dims = (list(x) for x in rows.pop())
+    row, dims = reduces[0].operand_shapes[0], reduce_dims(reduces[0])
     kept = len(row) - len(dims)
     if not dims or dims != list(range(kept, len(row))):
         return "a reduce of other dims than the innermost ones", None

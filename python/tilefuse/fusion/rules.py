@@ -9,7 +9,7 @@ they need: the graph, the group of each op and each group's kind.
 from typing import Protocol
 
 from .graph import FuncGraph, Node
-from .groups import REDUCTION_KINDS, moves_innermost, rebroadcasts, reduce_dims
+from .groups import REDUCTION_KINDS, moves_innermost, rebroadcasts
 
 LOOP_OPS = ("elementwise", "index")
 
@@ -59,10 +59,10 @@ def reduction_consumer(plan: Plan, p: Node, c: Node) -> bool:
 
 
 def _same_rows(a: list[Node], b: list[Node]) -> bool:
+    """Every reduce of `a` and of `b` reads its input through one map: the
+    same input shape, reduced over the same dims."""
     return bool(a and b) and all(
-        x.operand_shapes[0] == y.operand_shapes[0] and reduce_dims(x) == reduce_dims(y)
-        for x in a
-        for y in b
+        x.maps is not None and x.maps[0] == y.maps[0] for x in a for y in b
     )
 
 
