@@ -235,6 +235,10 @@ def test_sibling_row_reductions_stay_apart_on_cuda():
     assert any("would return 2 reductions" in line for line in cuda.log), cuda.log
     vulkan, _ = plan(SIBLING_SUM_MAX.replace("maximum", "multiply"), args, results)
     assert kinds(vulkan) == [("row-reduction", True)]
+    # Integer siblings stay apart on SPIR-V too (lax_reduce_i16/i32/i64).
+    integer = SIBLING_SUM_MAX.replace("f32", "i32").replace("0.0", "0")
+    vulkan_i32, _ = plan(integer, args.replace("f32", "i32"), results.replace("f32", "i32"))
+    assert kinds(vulkan_i32) == [("row-reduction", True), ("row-reduction", True)]
 
 
 def test_sibling_row_reductions_compile_on_cuda_without_a_fallback():

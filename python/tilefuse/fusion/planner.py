@@ -28,7 +28,9 @@ are derived from the function, the kind, the hero and the hero's position.
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from ..hlo.ops import bytes_of, dot_numbers
+from iree.compiler import ir
+
+from ..hlo.ops import bytes_of, dot_numbers, element_type, try_cast
 from ..targets import Target
 from . import pads
 from .catalogue import NO_PAD_READER, KernelCatalogue
@@ -190,12 +192,13 @@ SEVERAL_REDUCES = (
 # Sibling row reductions (sum, max and min of one [8, 16, 24] input over its
 # last dim: lax_reduce in the corpus) in one group are a dispatch of several
 # reduction results. No tilefuse kernel stores several rows of results, and
-# IREE 3.13's CUDA codegen fails on such a dispatch, for f32 too
-# ("vector.transfer_write ... workgroup distributed contexts"); its SPIR-V
-# codegen compiles it. On CUDA they stay apart.
+# IREE 3.13's codegen fails on such a dispatch ("vector.transfer_write ...
+# workgroup distributed contexts"): on CUDA for f32 too, on SPIR-V for
+# integers (lax_reduce_i16/i32/i64); its SPIR-V codegen compiles float ones.
+# Where it fails they stay apart.
 SEVERAL_ROW_RESULTS = (
     "the {kind} group would return {n} reductions (no kernel stores several; "
-    "IREE's CUDA codegen fails on such a dispatch)"
+    "IREE's codegen fails on such a dispatch here)"
 )
 
 
@@ -353,10 +356,15 @@ class FuncPlan:
             }
             if len(shapes) > 1:
                 return MIXED_SHAPES.format(shapes=sorted(list(s) for s in shapes))
-        if kind == "row-reduction" and self.target.backend == "cuda":
-            results = len(self.graph.outputs_of(merged))
-            if results > 1:
-                return SEVERAL_ROW_RESULTS.format(kind=kind, n=results)
+        if kind == "row-reduction":
+            outs = self.graph.outputs_of(merged)
+            integer = any(
+                try_cast(ir.IntegerType, element_type(self.graph.nodes[i].result_type()))
+                is not None
+                for i in outs
+            )
+            if len(outs) > 1 and (self.target.backend == "cuda" or integer):
+                return SEVERAL_ROW_RESULTS.format(kind=kind, n=len(outs))
         if any(
             self.graph.nodes[i].name == "stablehlo.reshape" and self.graph.nodes[i].shape == []
             for i in self.graph.outputs_of(merged)
