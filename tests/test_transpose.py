@@ -165,6 +165,36 @@ def test_ragged_tiles_on_cuda_are_padded(tmp_path):
     assert len(re.findall(r"bar\.sync", ptx_text)) == 2
 
 
+# Rank 5: two dims beyond the three block ids stay whole in each workgroup.
+RANK5_CASES = {
+    "last_two": ((2, 3, 8, 40, 48), (0, 1, 2, 4, 3)),
+    "non_adjacent": ((3, 4, 16, 8, 32), (0, 4, 1, 3, 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(RANK5_CASES))
+def test_rank5_on_lavapipe_and_sm90(case):
+    shape, perm = RANK5_CASES[case]
+    text = _transpose(shape, perm)
+    module = tilefuse.compile(text, GPU_LIKE, device="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("transpose", "applied"), report.line()
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(module.main(x), np.transpose(x, perm))
+    (cuda,) = tilefuse.compile_program(text, "cuda-sm90").reports
+    assert (cuda.strategy, cuda.status) == ("transpose", "applied"), cuda.line()
+    assert cuda.spill_bytes == 0, cuda.line()
+
+
+def test_rank5_ragged_is_refused_up_front():
+    """Ragged tiles with two whole dims fail to lower: the chooser says so
+    instead of a failed build."""
+    (report,) = tilefuse.compile_program(
+        _transpose((2, 3, 5, 37, 41), (4, 0, 1, 3, 2)), GPU_LIKE
+    ).reports
+    assert report.strategy != "transpose" and report.status != "failed", report.line()
+
+
 @pytest.mark.parametrize("case", list(RAGGED_CASES))
 def test_ragged_tiles_build_for_sm90(case):
     shape, perm, dtype, epilogue = RAGGED_CASES[case]

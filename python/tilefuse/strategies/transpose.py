@@ -32,6 +32,7 @@ TILE = 32  # elements of each swapped dim per workgroup, at most
 MIN_TILE = 8  # smaller divisors leave too little to stage: a ragged TILE then
 ROWS = (4, 2, 1)  # elements per thread along the other dim in each phase
 BLOCKS = 3  # workgroup ids x, y, z: dims beyond them stay whole per workgroup
+MAX_RANK = 5  # two dims beyond the block ids at most
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,8 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
     if any(n <= 0 for n in sizes):
         return None, "dynamic shapes"
     rank = len(sizes)
-    if rank > BLOCKS + 1:
-        return None, f"rank {rank} (2 to {BLOCKS + 1})"
+    if rank > MAX_RANK:
+        return None, f"rank {rank} (2 to {MAX_RANK})"
     ta, tb = _tile(sizes[a]), _tile(sizes[b])
     rows = next(r for r in ROWS if ta % r == 0 and tb % r == 0)
     threads = ta * tb // rows
@@ -117,6 +118,10 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
     if why:
         return None, why
     ragged = bool(sizes[a] % ta or sizes[b] % tb)
+    if ragged and len(whole) > 1:
+        # Masks over vectors with two whole dims fail to lower
+        # ('vector.extract' position out of range, rank 5 [4, 0, 1, 3, 2]).
+        return None, f"ragged tiles of {sizes[a]} x {sizes[b]} with {len(whole)} dims kept whole"
     # A ragged tile's staging buffer is padded only where it can be made
     # static (the script's step "static_tile": CUDA, not SPIR-V).
     padded = not ragged or target.backend == "cuda"
