@@ -196,3 +196,33 @@ CHECK: return
 """,
         tmp_path,
     )
+
+
+INTEGER_COMBINERS = {
+    "maximum": (np.max, "-2147483648"),
+    "minimum": (np.min, "2147483647"),
+    "multiply": (np.prod, "1"),
+}
+
+
+@pytest.mark.parametrize("op", list(INTEGER_COMBINERS))
+@pytest.mark.parametrize("dtype", ["i32", "i16"])
+def test_integer_combiners(op, dtype):
+    """Integer max, min and product down the columns (lax_reduce_i* in the
+    corpus): the column kernel's partial accumulators start at the
+    combiner's identity; the result is exact (products wrap as numpy's)."""
+    np_type = {"i32": np.int32, "i16": np.int16}[dtype]
+    reduce_fn, init = INTEGER_COMBINERS[op]
+    if dtype == "i16":
+        init = {"maximum": "-32768", "minimum": "32767", "multiply": "1"}[op]
+    shape, out = (96, 40), "tensor<40x{t}>".format(t=dtype)
+    text = f"""func.func @main(%x: tensor<96x40x{dtype}>) -> {out} {{
+  %i = stablehlo.constant dense<{init}> : tensor<{dtype}>
+  %r = stablehlo.reduce(%x init: %i) applies stablehlo.{op} across dimensions = [0] : (tensor<96x40x{dtype}>, tensor<{dtype}>) -> {out}
+  return %r : {out}
+}}"""
+    module = compile_column(text)
+    rng = np.random.default_rng(0)
+    low, high = (-3, 4) if op == "multiply" else (-100, 100)
+    x = rng.integers(low, high, shape).astype(np_type)
+    np.testing.assert_array_equal(module.main(x), reduce_fn(x, axis=0).astype(np_type))

@@ -24,7 +24,16 @@ from .contract import Launch, Strategy
 from .sizes import next_pow2
 
 # Body ops split_reduction can recombine (it needs the neutral element).
-COMBINERS = {"arith.addf", "arith.maximumf", "arith.minimumf", "arith.mulf", "arith.addi"}
+COMBINERS = {
+    "arith.addf",
+    "arith.maximumf",
+    "arith.minimumf",
+    "arith.mulf",
+    "arith.addi",
+    "arith.muli",
+    "arith.maxsi",
+    "arith.minsi",
+}
 # Rows each loop iteration reads; 1 keeps the accumulator one vector.
 REDUCTION_STEP = 1
 
