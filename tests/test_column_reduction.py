@@ -215,7 +215,7 @@ def test_integer_combiners(op, dtype):
     reduce_fn, init = INTEGER_COMBINERS[op]
     if dtype == "i16":
         init = {"maximum": "-32768", "minimum": "32767", "multiply": "1"}[op]
-    shape, out = (96, 40), "tensor<40x{t}>".format(t=dtype)
+    shape, out = (96, 40), f"tensor<40x{dtype}>"
     text = f"""func.func @main(%x: tensor<96x40x{dtype}>) -> {out} {{
   %i = stablehlo.constant dense<{init}> : tensor<{dtype}>
   %r = stablehlo.reduce(%x init: %i) applies stablehlo.{op} across dimensions = [0] : (tensor<96x40x{dtype}>, tensor<{dtype}>) -> {out}

@@ -163,3 +163,22 @@ def test_root_without_inputs_is_reported_not_crashing(text, reference, why):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     out = module.main(x)
     assert np.max(np.abs(out - reference(x.astype(np.float64)))) <= 1e-5
+
+
+def test_reads_through_a_reshape_of_a_sliced_load():
+    """GPT-2's q/k/v split: a slice of the fused projection, reshaped to
+    heads and transposed. IREE keeps the reshape in the dispatch (the slice
+    is strided, so the load cannot take it); the loop kernel fuses it as a
+    view."""
+    text = """func.func @main(%x: tensor<2x16x96xf32>) -> tensor<2x2x16x16xf32> {
+  %s = stablehlo.slice %x [0:2, 0:16, 64:96] : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+  %r = stablehlo.reshape %s : (tensor<2x16x32xf32>) -> tensor<2x16x2x16xf32>
+  %t = stablehlo.transpose %r, dims = [0, 2, 1, 3] : (tensor<2x16x2x16xf32>) -> tensor<2x2x16x16xf32>
+  return %t : tensor<2x2x16x16xf32>
+}"""
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    x = np.random.default_rng(0).standard_normal((2, 16, 96)).astype(np.float32)
+    want = x[:, :, 64:96].reshape(2, 16, 2, 16).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(module.main(x), want)

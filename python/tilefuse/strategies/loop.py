@@ -70,9 +70,15 @@ def _check(d: Dispatch) -> str | None:
     others = len(d.ops) - 1  # d.ops lists the computing ops, the root among them
     fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
     fusable += [p for p in d.input_producers if p == "tensor.pad"]
+    # A reshape of a load (IREE keeps one when the load is a strided slice,
+    # as of GPT-2's fused q/k/v projection) is a view: cloned into the tile.
+    fusable += [p for p in d.input_producers if p in RESHAPES]
     if others > len(fusable):
         return f"{others} ops besides the root, only direct producers are fused"
     return None
+
+
+RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
 def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
