@@ -182,3 +182,4 @@ def test_reads_through_a_reshape_of_a_sliced_load():
     x = np.random.default_rng(0).standard_normal((2, 16, 96)).astype(np.float32)
     want = x[:, :, 64:96].reshape(2, 16, 2, 16).transpose(0, 2, 1, 3)
     np.testing.assert_array_equal(module.main(x), want)
+

@@ -355,3 +355,20 @@ def test_push_constant_scalars_are_no_work(tmp_path):
     by_name = {r.name: r for r in result.reports}
     for name in ("main_dispatch_0_reduction_32x32_f32", "main_dispatch_2_reduction_32x32_f32"):
         assert by_name[name].strategy == "row_warp" and by_name[name].status == "applied"
+
+
+def test_boolean_rows_are_refused_up_front():
+    """any() of each row of a comparison: a reduction over i1 fails to build
+    in the row kernels, so they refuse it rather than fail (bool_ops_bool in
+    the corpus), and the result is right."""
+    text = """func.func @main(%x: tensor<32x64xf32>) -> tensor<32xi1> {
+  %z = stablehlo.constant dense<0.0> : tensor<32x64xf32>
+  %c = stablehlo.compare GT, %x, %z : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xi1>
+  %f = stablehlo.constant dense<false> : tensor<i1>
+  %r = stablehlo.reduce(%c init: %f) applies stablehlo.or across dimensions = [1] : (tensor<32x64xi1>, tensor<i1>) -> tensor<32xi1>
+  return %r : tensor<32xi1>
+}"""
+    module = tilefuse.compile(text, target="vulkan")
+    assert all(r.status != "failed" for r in module.reports), [r.line() for r in module.reports]
+    x = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32) - 1.5
+    np.testing.assert_array_equal(module.main(x), (x > 0).any(axis=1))

@@ -95,6 +95,11 @@ def row_ops_refusal(d: Dispatch) -> str | None:
             return f"a linalg.generic over {op.iterator_types}"
         if any(b > MAX_ACCUMULATOR_BITS for b in op.result_bits):
             return "a result wider than 32 bits (shuffles are 32-bit)"
+        if any(b == 1 for b in op.result_bits):
+            # Found on the corpus (bool_ops_bool: any/all of rows): the
+            # reduction over i1 fails to build ("Failed to anaysis the
+            # reduction operation").
+            return "an i1 result (a reduction over booleans fails to build)"
     if (
         d.iterator_types == ROOT_EPILOGUE
         and sum(o.iterator_types == ROOT_EPILOGUE for o in d.op_summaries) > 1
