@@ -183,3 +183,20 @@ def test_reads_through_a_reshape_of_a_sliced_load():
     want = x[:, :, 64:96].reshape(2, 16, 2, 16).transpose(0, 2, 1, 3)
     np.testing.assert_array_equal(module.main(x), want)
 
+
+def test_boolean_results_take_the_loop_kernel():
+    """IREE stores a comparison's i1 result as i8 through an arith.extui on
+    the whole tensor; the loop script's step "root_cast" writes it as a
+    linalg.generic, so the loop kernel takes the dispatch (the compare fused
+    as its producer)."""
+    text = """func.func @main(%x: tensor<32x48xf32>, %y: tensor<32x48xf32>) -> tensor<32x48xi1> {
+  %c = stablehlo.compare LT, %x, %y : (tensor<32x48xf32>, tensor<32x48xf32>) -> tensor<32x48xi1>
+  return %c : tensor<32x48xi1>
+}"""
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    assert "arith.extui on a tensor written as a linalg.generic" in report.reason
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((32, 48)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(module.main(x, y), x < y)

@@ -118,6 +118,13 @@ class Dispatch:
     root_maps: list[ir.AffineMap] = field(default_factory=list)
     # Every contraction among the computing ops (a matmul group has one).
     contractions: list[Contraction] = field(default_factory=list)
+    # The stored value is this arith op applied to a whole tensor (IREE
+    # widens a comparison's i1 result to i8 so); the record then describes
+    # the all-parallel linalg.generic that convert-elementwise-to-linalg
+    # writes for it, which only the loop kernel makes (its step "root_cast").
+    root_cast: str | None = None
+    # Every tensor the dispatch loads (what fused producers read too).
+    loaded: list[Operand] = field(default_factory=list)
 
     @property
     def lane_strides(self) -> list[tuple[str, tuple[int, ...]]]:
@@ -141,11 +148,14 @@ class Dispatch:
             return "elementwise"
         return "other"
 
-    def generic_root_problem(self) -> str | None:
+    def generic_root_problem(self, converts_casts: bool = False) -> str | None:
         """Why this dispatch has no linalg.generic root a strategy can tile,
-        or None: the opening check of every strategy's chooser."""
+        or None: the opening check of every strategy's chooser.
+        `converts_casts`: the strategy writes a root_cast as a generic."""
         if self.problem:
             return self.problem
+        if self.root_cast and not converts_casts:
+            return f"root op is {self.root_cast} on a tensor, not linalg.generic"
         if self.root_op != "linalg.generic":
             return f"root op is {self.root_op}, not linalg.generic"
         if self.root_gathers:
@@ -274,6 +284,7 @@ def _analyse(func, executable: str) -> Dispatch:
         ops=[op.name for op in work],
     )
     d.op_summaries = [_summary(op) for op in work]
+    d.loaded = [_operand(op.results[0]) for op in top if op.name == LOAD]
     d.contractions = [c for op in top if (c := _contraction(op)) is not None]
     stores = [op for op in top if op.name == STORE]
     if not stores:
@@ -291,6 +302,8 @@ def _analyse(func, executable: str) -> Dispatch:
         d.problem = "stored value is not computed by an op"
         return d
     root = root.operation
+    if _tensor_arith(root):
+        return _describe_root_cast(d, root)
     d.root_op = root.name
     attrs = root.attributes
     if "iterator_types" in attrs:
@@ -329,6 +342,44 @@ def _analyse(func, executable: str) -> Dispatch:
         for c in d.contractions:
             if c.op == root.name:
                 d.loop_ranges = [*c.batch, *c.m, *c.n, *c.k]
+    return d
+
+
+def _tensor_arith(op: ir.Operation) -> bool:
+    """An arith op on whole ranked tensors of one static shape."""
+    if not op.name.startswith("arith.") or not op.operands or len(op.results) != 1:
+        return False
+    types = [v.type for v in (*op.operands, *op.results)]
+    shapes = {tuple(t.shape) for t in types if isinstance(t, ir.RankedTensorType)}
+    return (
+        all(isinstance(t, ir.RankedTensorType) for t in types)
+        and len(shapes) == 1
+        and all(n >= 0 for n in next(iter(shapes)))
+    )
+
+
+def _describe_root_cast(d: Dispatch, op: ir.Operation) -> Dispatch:
+    """`d` with its root the all-parallel generic that
+    convert-elementwise-to-linalg writes for `op`: the op's operands in,
+    its result out, every map the identity."""
+    rank = len(ir.RankedTensorType(op.results[0].type).shape)
+    identity = ir.AffineMap.get_identity(rank, op.context)
+    operands = [*op.operands, *op.results]
+    d.root_cast = op.name
+    d.root_op = "linalg.generic"
+    d.iterator_types = ["parallel"] * rank
+    d.inputs = [_operand(v) for v in op.operands]
+    d.outputs = [_operand(v) for v in op.results]
+    d.input_producers = [_defining_op_name(v) for v in op.operands]
+    d.output_maps_identity = True
+    d.root_maps = [identity] * len(operands)
+    d.loop_ranges = list(ir.RankedTensorType(op.results[0].type).shape)
+    d.input_inner_dims = [rank - 1 if rank else None] * len(d.inputs)
+    d.input_maps_identity = [True] * len(d.inputs)
+    d.lane_strides_by_loop = [
+        _lane_strides(d.root_maps, operands, len(d.inputs), d.loop_ranges, loop)
+        for loop in range(rank)
+    ]
     return d
 
 

@@ -21,7 +21,7 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
-from .contract import Launch, Strategy
+from .contract import PASS, Launch, Strategy
 from .sizes import largest_divisor_at_most
 
 MAX_RANK = 4
@@ -42,11 +42,12 @@ class LoopParams:
     thread_mapping: tuple[str, ...]
     vector_sizes: tuple[int, ...]  # each thread's vector; dims beyond the grid are serial
     exact: bool  # the tiles divide the shape: no masked transfers
+    root_cast: bool = False  # the root is an arith op on a tensor: written as a generic first
 
 
 def _check(d: Dispatch) -> str | None:
     """Why the loop kernel does not apply, or None."""
-    why_not = d.generic_root_problem()
+    why_not = d.generic_root_problem(converts_casts=True)
     if why_not:
         return why_not
     if "reduction" in d.iterator_types:
@@ -85,15 +86,22 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
     why_not = _check(d)
     if why_not:
         return None, why_not
-    bits = max(o.bits for o in d.inputs + d.outputs)
-    bf16 = any(o.element_type == "bf16" for o in d.inputs + d.outputs)
+    # The fused producers' loads count too: a bf16 compare's i1 result is
+    # the root's input when the root is its widening (root_cast).
+    values = d.inputs + d.outputs + d.loaded
+    bits = max(o.bits for o in values)
+    bf16 = any(o.element_type == "bf16" for o in values)
     params, why_not = _layout(d.loop_ranges, bits, bf16, target, exact_only=bool(d.pad_inputs))
     if params is None:
         return None, why_not
-    params = dataclasses.replace(params, root_inputs=tuple(range(len(d.inputs))))
+    params = dataclasses.replace(
+        params, root_inputs=tuple(range(len(d.inputs))), root_cast=bool(d.root_cast)
+    )
     notes = "" if params.exact else ", ragged edge masked"
     if d.pad_inputs:
         notes += f", {len(d.pad_inputs)} pad(s) read through masked loads"
+    if d.root_cast:
+        notes += f", {d.root_cast} on a tensor written as a linalg.generic"
     if not d.output_maps_identity:
         # Reads stay coalesced, writes are strided: a shared-memory transpose
         # strategy is future work (fusion issue's transpose kind).
@@ -255,10 +263,15 @@ def attributes(p: LoopParams, ctx: ir.Context) -> dict:
     }
 
 
+def steps(p: LoopParams) -> dict[str, str]:
+    return {"root_cast": "tilefuse_loop_root_cast" if p.root_cast else PASS}
+
+
 STRATEGY = Strategy(
     name="loop",
     plan=plan,
     describe=describe,
     attributes=attributes,
+    steps=steps,
     pad_shape_refusal=shape_refusal,
 )
