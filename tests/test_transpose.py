@@ -231,3 +231,24 @@ def test_cuda_build_stages_through_workgroup_memory(tmp_path):
 def test_a_kernel_without_a_staged_tile_is_refused():
     func = ir.Module.parse("func.func @k() {\n  return\n}", ir.Context()).body.operations[0]
     assert "no workgroup-memory tile" in transpose.kernel_refusal(func.operation, None)
+
+
+def test_a_reduction_read_through_a_transpose_is_coalesced():
+    """sum(exp(transpose(x)), axis=1): IREE folds the transpose into the
+    reduction's indexing map, so the dispatch reduces x down its columns and
+    the column kernel reads it coalesced, with no transposed copy (the
+    driver prefers IREE's one dispatch to the plan's two)."""
+    text = """func.func @main(%x: tensor<4096x512xf32>) -> tensor<512xf32> {
+  %t = stablehlo.transpose %x, dims = [1, 0] : (tensor<4096x512xf32>) -> tensor<512x4096xf32>
+  %e = stablehlo.exponential %t : tensor<512x4096xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%e init: %z) applies stablehlo.add across dimensions = [1] : (tensor<512x4096xf32>, tensor<f32>) -> tensor<512xf32>
+  return %s : tensor<512xf32>
+}"""
+    (cuda,) = tilefuse.compile_program(text, "cuda").reports
+    assert (cuda.strategy, cuda.status) == ("column_reduction", "applied"), cuda.line()
+    assert cuda.coalescing == "in0 coalesced, out0 coalesced", cuda.line()
+    module = tilefuse.compile(text, target="vulkan")
+    x = np.random.default_rng(0).standard_normal((4096, 512)).astype(np.float32) * 0.1
+    want = np.exp(x.astype(np.float64)).sum(axis=0)
+    np.testing.assert_allclose(module.main(x), want, rtol=1e-5)
