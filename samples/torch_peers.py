@@ -13,6 +13,8 @@ Every result is a contiguous tensor: a permuted view (x.t()) would let the
 peer skip the data movement that the StableHLO program does.
 """
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 
@@ -141,24 +143,9 @@ def sum_of_squares_f32(x):
     return torch.sum(x * x)
 
 
+# Every public function above is one sample's, under the sample's name.
 SAMPLES = {
-    "gelu_bf16": gelu_bf16,
-    "gelu_f32": gelu_f32,
-    "bias_scale_chain": bias_scale_chain,
-    "softmax_f32": softmax_f32,
-    "layernorm_f32": layernorm_f32,
-    "rmsnorm_f32": rmsnorm_f32,
-    "mlp_block_f32": mlp_block_f32,
-    "mlp_block_f16": mlp_block_f16,
-    "attention_f32": attention_f32,
-    "transpose_exp_abs_f32": transpose_exp_abs_f32,
-    "log_transpose_add_f32": log_transpose_add_f32,
-    "transpose_4096_f32": transpose_4096_f32,
-    "heads_0213_f32": heads_0213_f32,
-    "pad_relu_f32": pad_relu_f32,
-    "row_sum_f32": row_sum_f32,
-    "column_sum_f16": column_sum_f16,
-    "column_sum_small": column_sum_small,
-    "argmax_f32": argmax_f32,
-    "sum_of_squares_f32": sum_of_squares_f32,
+    name: f
+    for name, f in list(globals().items())
+    if inspect.isfunction(f) and f.__module__ == __name__ and not name.startswith("_")
 }

@@ -13,7 +13,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from iree.compiler import ir
 from tilefuse.bench.gpu import (
     TorchOptions,
     _references,
@@ -23,7 +22,7 @@ from tilefuse.bench.gpu import (
     max_abs_error,
     to_torch,
 )
-from tilefuse.bench.run import entry_function
+from tilefuse.bench.run import entry_function, signature
 from tilefuse.frontend import load_program
 from tilefuse.paths import SAMPLES
 from tilefuse.runtime import DTYPES
@@ -35,19 +34,8 @@ TORCH = _torch_peers(SAMPLES)
 def result_types(path) -> list[tuple[tuple[int, ...], np.dtype]]:
     """(shape, numpy dtype) of each result of the sample's entry function."""
     program = load_program(path)
-    function = entry_function(program)
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = True
-    module = ir.Module.parse(program.text, ctx)
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == function:
-            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            return [
-                (tuple(ir.ShapedType(t).shape), DTYPES[str(ir.ShapedType(t).element_type)])
-                for t in ftype.results
-            ]
-    raise AssertionError(f"no @{function} in {path}")
+    results = signature(program, entry_function(program), results=True)
+    return [(shape, DTYPES[element]) for shape, element in results]
 
 
 def test_every_sample_has_a_torch_function_under_its_name():

@@ -116,7 +116,9 @@ def entry_function(program: Program) -> str:
     )
 
 
-def input_signature(program: Program, function: str) -> list[tuple[tuple[int, ...], str]]:
+def signature(program: Program, function: str, results: bool = False):
+    """(shape, element type name) of each argument of @function, or of each
+    result with `results`."""
     from iree.compiler import ir
 
     ctx = ir.Context()
@@ -126,12 +128,15 @@ def input_signature(program: Program, function: str) -> list[tuple[tuple[int, ..
         op = op.operation
         if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == function:
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            out = []
-            for t in ftype.inputs:
-                shaped = ir.ShapedType(t)
-                out.append((tuple(shaped.shape), str(shaped.element_type)))
-            return out
+            types = ftype.results if results else ftype.inputs
+            return [
+                (tuple(ir.ShapedType(t).shape), str(ir.ShapedType(t).element_type)) for t in types
+            ]
     raise TilefuseError(f"no function @{function}", program.name)
+
+
+def input_signature(program: Program, function: str) -> list[tuple[tuple[int, ...], str]]:
+    return signature(program, function)
 
 
 def model_inputs(path: Path, program: Program, function: str):
