@@ -22,6 +22,11 @@ This first version takes what it can compile right and reports the rest:
   none (a bare matmul);
 - tiles that divide M, N and K (the kernel is unmasked: see the script's
   header for why), with at least MIN_THREAD_TILE outputs per thread;
+  where that tiling is degenerate (fewer than RAGGED_BELOW outputs per
+  thread, vectors narrower than VECTOR, or no tiling at all), ragged tiles
+  instead (ragged_params): tm x tm per thread whatever M, N and K, the
+  edges masked inside the dispatch (the script's @tilefuse_matmul_ragged),
+  for f32 contractions with an M loop;
 - the chooser's tiling, or the one `tilefuse tune` measured fastest for
   this contraction (strategies/tuning.py).
 """
@@ -50,6 +55,14 @@ MAX_THREADS_X = 16
 K_STEPS = (4, 2, 1)
 VECTOR = 4  # each row piece is one vector of at most this many elements
 BINDING_OFFSET_OPS = ("arith.index_castui", "util.assume.int")
+# The exact tiling is degenerate below this many outputs per thread (or with
+# vectors narrower than VECTOR): 197x768x768 gets 1x8 with one row per
+# workgroup, 100x101x99 4x1 with scalars and K step 1. Such dispatches take
+# ragged tiles (docs/findings.md, 'Ragged tiles for the FMA matmul, third
+# attempt').
+RAGGED_BELOW = 16
+RAGGED_K_STEP = 4
+RAGGED_THREADS = 8  # threads per dim of a ragged workgroup, at most
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,21 @@ class MatmulParams:
     epilogue: bool  # an elementwise root after the contraction (else bare)
     batch: bool  # a batch loop first: one batch element per workgroup (grid z)
     m_loop: bool  # False: no M loop (M = 1, IREE's vecmat), tiles of N alone
+    # Ragged tiles (the script's @tilefuse_matmul_ragged): the workgroup tile
+    # need not divide M and N nor the K step K; None for exact tiles.
+    ragged: "Ragged | None" = None
+
+
+@dataclass(frozen=True)
+class Ragged:
+    k_padded: int  # K rounded up to the K step
+    a_padded: bool  # A's thread tiles need a pad (M or K ragged)
+    b_padded: bool  # B's (N or K ragged)
+    a_k_inner: bool  # A is [.., M, K] (else [.., K, M])
+    b_k_inner: bool  # B is [.., N, K] (else [.., K, N])
+    bare: bool  # no epilogue: a copy of the product is the root
+    root_inputs: int  # the root's input count (its init's operand position)
+    element: str  # the element type (f32)
 
 
 def _check(d: Dispatch, target: Target) -> str | None:
@@ -227,6 +255,106 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
     )
 
 
+def degenerate(p: MatmulParams | None) -> bool:
+    """Whether an exact tiling does too little per thread to keep: the
+    ragged kernel's case (or no exact tiling at all)."""
+    return p is None or p.thread_tile[0] * p.thread_tile[1] < RAGGED_BELOW or p.vector < VECTOR
+
+
+def _ragged_refusal(d: Dispatch) -> str | None:
+    """Why the ragged kernel does not take this dispatch (which the exact
+    kernel's structure checks passed), or None."""
+    (c,) = d.contractions
+    if not c.m:
+        return "no M loop (a vector-matrix product)"
+    types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
+    types |= {o.element_type for o in d.inputs} | {o.element_type for o in d.outputs}
+    if types != {"f32"}:
+        return f"{'/'.join(sorted(types))} operands: f32 only"
+    return None
+
+
+def _pad_shape(d: Dispatch, position: int, t: int, ragged: tuple[bool, bool]):
+    """(padded shape, whether it is padded) of the root's input `position`
+    in a thread's t x t tile ([1, ..] for a batch dim or a broadcast one):
+    padded when it spans a loop, M or N, that the workgroup tile does not
+    divide (`ragged`). None when its map is not a projection of the loops."""
+    (c,) = d.contractions
+    batch = len(c.batch)
+    shape, padded = [], False
+    for expr in d.root_maps[position].results:
+        expr = expr.maybe_downcast()
+        if isinstance(expr, ir.AffineConstantExpr):
+            shape.append(1)
+            continue
+        if not isinstance(expr, ir.AffineDimExpr):
+            return None
+        loop = expr.position
+        shape.append(1 if loop < batch else t)
+        padded = padded or (loop >= batch and ragged[loop - batch])
+    return shape, padded
+
+
+def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
+    """The ragged kernel's parameters (a t x t tile per thread, t = 8 or 4
+    for small M or N, up to 8 x 8 threads, K step 4), or None and why not.
+    A heuristic apart from the script: the edges of M, N and K are masked
+    inside the dispatch, so any shape takes the same register tile."""
+    why = _ragged_refusal(d)
+    if why:
+        return None, why
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    t = 8 if min(m, n) >= 16 else 4
+    threads_y = min(RAGGED_THREADS, math.ceil(m / t))
+    threads_x = min(RAGGED_THREADS, math.ceil(n / t))
+    tile_m, tile_n = t * threads_y, t * threads_x
+    grid = (math.ceil(n / tile_n), math.ceil(m / tile_m), c.batch[0] if c.batch else 1)
+    if target.grid_refusal(grid):
+        return None, "its grid exceeds the target's workgroup counts"
+    ks = RAGGED_K_STEP
+    k_padded = math.ceil(k / ks) * ks
+    m_ragged, n_ragged, k_ragged = m % tile_m != 0, n % tile_n != 0, k % ks != 0
+    epilogue = d.root_op != c.op
+    operand = d.input_producers.index(c.op) if epilogue else 0
+    # The script vectorizes each input pad of the root by its padded type;
+    # these are the types it looks for (a pad of any other shape would be
+    # left to pad_vectorization, which reads it without a row mask).
+    known = ([t, t], [t], [1, t, t], [1, t])
+    if epilogue:
+        for i in range(len(d.inputs)):
+            if i == operand:
+                continue
+            found = _pad_shape(d, i, t, (m_ragged, n_ragged))
+            if found is None:
+                return None, f"the root's input {i} is not read through a projection"
+            shape, padded = found
+            if padded and shape not in known:
+                return None, f"the root's input {i} pads to {shape} (not built)"
+    params = MatmulParams(
+        launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
+        matmul_operand=operand,
+        workgroup_tile=(tile_m, tile_n),
+        thread_tile=(t, t),
+        k_step=ks,
+        vector=VECTOR,
+        epilogue=epilogue,
+        batch=bool(c.batch),
+        m_loop=True,
+        ragged=Ragged(
+            k_padded=k_padded,
+            a_padded=m_ragged or k_ragged,
+            b_padded=n_ragged or k_ragged,
+            a_k_inner=c.lhs_k_inner,
+            b_k_inner=c.rhs_k_inner,
+            bare=not epilogue,
+            root_inputs=len(d.inputs) if epilogue else 1,
+            element=c.result.element_type,
+        ),
+    )
+    return params, ""
+
+
 def candidates(d: Dispatch, target: Target) -> list[MatmulParams]:
     """Every tiling the kernel takes for this dispatch, the chooser's first
     (what `tilefuse tune` times); [] when the kernel refuses it."""
@@ -250,41 +378,66 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     (c,) = d.contractions
     m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
     options = candidates(d, target)
-    if not options:
+    params, note = (
+        tuning.pick(options, choice_of, target, "matmul", contraction_signature(d))
+        if options
+        else (None, "")
+    )
+    ragged_why = ""
+    if degenerate(params) and "(tuned:" not in note:
+        ragged, ragged_why = ragged_params(d, target)
+        if ragged is not None:
+            params, note = ragged, ""
+    if params is None:
         if _thread_tiles(m, n, target):
             return None, "every tiling's grid exceeds the target's workgroup counts"
         tm = _largest_dividing(m, THREAD_TILE_SIZES)
         tn = _largest_dividing(n, THREAD_TILE_SIZES)
         return None, (
             f"thread tile {tm}x{tn} (M={m}, N={n} have no larger small divisor): "
-            "too little work per thread"
+            f"too little work per thread, and no ragged tiles: {ragged_why}"
         )
-    params, note = tuning.pick(options, choice_of, target, "matmul", contraction_signature(d))
     tm, tn = params.thread_tile
     batch = f"{c.batch[0]} x " if c.batch else ""
     element = c.result.element_type
     epilogue = " with its epilogue" if params.epilogue else ""
+    ragged = ", ragged tiles (edges masked)" if params.ragged else ""
     return params, (
         f"{batch}{m}x{k} @ {k}x{n} {element}{epilogue}, {tm}x{tn} outputs "
-        f"per thread in registers, K step {params.k_step}, vector FMAs{note}"
+        f"per thread in registers{ragged}, K step {params.k_step}, vector FMAs{note}"
     )
 
 
 def steps(p: MatmulParams) -> dict[str, str]:
-    """The script's optional steps: tiles with or without an epilogue, row
-    pieces with or without an M loop."""
-    rows = "tilefuse_matmul_rows" + ("" if p.m_loop else "_1d")
+    """The script's optional steps: the exact or the ragged kernel; tiles
+    with or without an epilogue, row pieces with or without an M loop; for
+    ragged tiles, whether A and B have pads to read masked."""
+    if p is not None and p.ragged:
+        return {
+            "kernel": "tilefuse_matmul_ragged",
+            "r_tile": "tilefuse_matmul_ragged_tile_" + ("bare" if p.ragged.bare else "epilogue"),
+            "r_fill_rows": "tilefuse_matmul_rows",
+            "a_rows": "tilefuse_matmul_fuse_a_pad" if p.ragged.a_padded else "tilefuse_matmul_no_pad",
+            "b_rows": "tilefuse_matmul_fuse_b_pad" if p.ragged.b_padded else "tilefuse_matmul_no_pad",
+            "a_pads": "tilefuse_matmul_a_pads" if p.ragged.a_padded else SKIP,
+            "b_pads": "tilefuse_matmul_b_pads" if p.ragged.b_padded else SKIP,
+        }
+    m_loop = p is None or p.m_loop
+    rows = "tilefuse_matmul_rows" + ("" if m_loop else "_1d")
+    epilogue = p is None or p.epilogue
     return {
-        "tile": "tilefuse_matmul_tile_" + ("epilogue" if p.epilogue else "bare"),
-        "epilogue_rows": rows if p.epilogue else SKIP,
+        "kernel": "tilefuse_matmul_exact",
+        "tile": "tilefuse_matmul_tile_" + ("epilogue" if epilogue else "bare"),
+        "epilogue_rows": rows if epilogue else SKIP,
         "fill_rows": rows,
-        "k_rows": "tilefuse_matmul_k_rows" + ("" if p.m_loop else "_1d"),
+        "k_rows": "tilefuse_matmul_k_rows" + ("" if m_loop else "_1d"),
     }
 
 
 def describe(p: MatmulParams) -> str:
+    ragged = " ragged" if p.ragged else ""
     return (
-        f"tile={list(p.workgroup_tile)} thread={list(p.thread_tile)} k_step={p.k_step} "
+        f"tile={list(p.workgroup_tile)} thread={list(p.thread_tile)}{ragged} k_step={p.k_step} "
         f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} vector={p.vector}"
     )
 
@@ -316,6 +469,39 @@ def attributes(p: MatmulParams, ctx: ir.Context) -> dict:
         "m_unroll": {"factor": attrs.i64(tm, ctx)},
         "n_unroll": {"factor": attrs.i64(tn // p.vector, ctx)},
         **attrs.workgroup(p.launch, ctx),
+        **(_ragged_attributes(p, ctx) if p.ragged else {}),
+    }
+
+
+def _ragged_attributes(p: MatmulParams, ctx: ir.Context) -> dict:
+    """Values of the ragged kernel's own tags (@tilefuse_matmul_ragged)."""
+    r, (t, _), v, ks = p.ragged, p.thread_tile, p.vector, p.k_step
+    tx, ty, _ = p.launch.workgroup
+    # Below the workgroup a batch loop is not tiled (0) and pads to 1.
+    below, one = ((0,), (1,)) if p.batch else ((), ())
+    a_piece = (1, ks) if r.a_k_inner else (ks, 1)
+    b_piece = (v, ks) if r.b_k_inner else (ks, v)
+    pads = ([t, t], [t], [1, t, t], [1, t])
+    found = {}
+    for i, shape in enumerate(pads):
+        found[f"r_pad_type_{i}"] = {
+            "filter_result_type": ir.Attribute.parse(
+                f"tensor<{'x'.join(map(str, shape))}x{r.element}>", ctx
+            )
+        }
+        found[f"r_pad_vector_{i}"] = attrs.vector_sizes(shape, ctx)
+    return {
+        "r_threads": {
+            "static_num_threads": attrs.i64_array((*below, ty, tx), ctx),
+            "mapping": attrs.mapping("thread", ("y", "x"), ctx),
+        },
+        "r_matmul_pad": {"static_padding_sizes": attrs.i64_array((*one, t, t, r.k_padded), ctx)},
+        "r_root_pad": {"static_padding_sizes": attrs.i64_array((*one, t, t), ctx)},
+        "a_pad_vector": attrs.vector_sizes((*one, *a_piece), ctx),
+        "b_pad_vector": attrs.vector_sizes((*one, *b_piece), ctx),
+        "r_root_init": {"raw_position_list": attrs.i64_array([r.root_inputs], ctx)},
+        "r_unroll": {"m": attrs.i64(1, ctx), "n": attrs.i64(v, ctx), "k": attrs.i64(1, ctx)},
+        **found,
     }
 
 
