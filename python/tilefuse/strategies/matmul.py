@@ -91,6 +91,11 @@ class Ragged:
     bare: bool  # no epilogue: a copy of the product is the root
     root_inputs: int  # the root's input count (its init's operand position)
     element: str  # the element type (f32)
+    # What kernel_refusal checks: the operands (by their buffers' shapes)
+    # every read of which must be masked, and the output's shape, every
+    # store into which must be masked or guarded (None: M and N divide).
+    masked_reads: tuple[tuple[int, ...], ...] = ()
+    guarded_writes: tuple[int, ...] | None = None
 
 
 def _check(d: Dispatch, target: Target) -> str | None:
@@ -265,8 +270,11 @@ def _ragged_refusal(d: Dispatch) -> str | None:
     """Why the ragged kernel does not take this dispatch (which the exact
     kernel's structure checks passed), or None."""
     (c,) = d.contractions
-    if not c.m:
-        return "no M loop (a vector-matrix product)"
+    if not c.m or c.m[0] == 1:
+        # One row: the exact tiles (1 x 8, threads along N) are the kernel a
+        # vector-matrix product wants; split-K's batched decode products
+        # ([S, 1, K/S] @ [S, K/S, N]) failed in the ragged script.
+        return "one row (a vector-matrix product)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
     types |= {o.element_type for o in d.inputs} | {o.element_type for o in d.outputs}
     if types != {"f32"}:
@@ -295,6 +303,18 @@ def _pad_shape(d: Dispatch, position: int, t: int, ragged: tuple[bool, bool]):
     return shape, padded
 
 
+def _thread_extent_dynamic(extent: int, tile: int, threads: int) -> bool:
+    """Whether a thread's share of a ragged kernel's dim (num_threads over
+    workgroup tiles of `tile`) varies: an edge workgroup, or one workgroup
+    whose threads get different counts."""
+    if extent % tile == 0:
+        return False
+    if extent > tile:
+        return True
+    share = math.ceil(extent / threads)
+    return len({max(0, min(share, extent - i * share)) for i in range(threads)}) > 1
+
+
 def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     """The ragged kernel's parameters (a t x t tile per thread, t = 8 or 4
     for small M or N, up to 8 x 8 threads, K step 4), or None and why not.
@@ -321,6 +341,16 @@ def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str
     # these are the types it looks for (a pad of any other shape would be
     # left to pad_vectorization, which reads it without a row mask).
     known = ([t, t], [t], [1, t, t], [1, t])
+    # Where a thread's extent is not known statically its reads are masked
+    # (kernel_refusal checks it); where it is (one workgroup along the dim,
+    # as many rows for every thread) the masks fold away.
+    m_dynamic = _thread_extent_dynamic(m, tile_m, threads_y)
+    n_dynamic = _thread_extent_dynamic(n, tile_n, threads_x)
+    masked = []
+    if m_dynamic or k_ragged:
+        masked.append(tuple(c.lhs.shape))
+    if n_dynamic or k_ragged:
+        masked.append(tuple(c.rhs.shape))
     if epilogue:
         for i in range(len(d.inputs)):
             if i == operand:
@@ -331,6 +361,8 @@ def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str
             shape, padded = found
             if padded and shape not in known:
                 return None, f"the root's input {i} pads to {shape} (not built)"
+            if _pad_shape(d, i, t, (m_dynamic, n_dynamic))[1]:
+                masked.append(tuple(d.inputs[i].shape))
     params = MatmulParams(
         launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
         matmul_operand=operand,
@@ -350,6 +382,8 @@ def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str
             bare=not epilogue,
             root_inputs=len(d.inputs) if epilogue else 1,
             element=c.result.element_type,
+            masked_reads=tuple(masked),
+            guarded_writes=tuple(d.outputs[0].shape) if m_dynamic or n_dynamic else None,
         ),
     )
     return params, ""
@@ -413,14 +447,15 @@ def steps(p: MatmulParams) -> dict[str, str]:
     with or without an epilogue, row pieces with or without an M loop; for
     ragged tiles, whether A and B have pads to read masked."""
     if p is not None and p.ragged:
+        r, no_pad = p.ragged, "tilefuse_matmul_no_pad"
         return {
             "kernel": "tilefuse_matmul_ragged",
-            "r_tile": "tilefuse_matmul_ragged_tile_" + ("bare" if p.ragged.bare else "epilogue"),
+            "r_tile": "tilefuse_matmul_ragged_tile_" + ("bare" if r.bare else "epilogue"),
             "r_fill_rows": "tilefuse_matmul_rows",
-            "a_rows": "tilefuse_matmul_fuse_a_pad" if p.ragged.a_padded else "tilefuse_matmul_no_pad",
-            "b_rows": "tilefuse_matmul_fuse_b_pad" if p.ragged.b_padded else "tilefuse_matmul_no_pad",
-            "a_pads": "tilefuse_matmul_a_pads" if p.ragged.a_padded else SKIP,
-            "b_pads": "tilefuse_matmul_b_pads" if p.ragged.b_padded else SKIP,
+            "a_rows": "tilefuse_matmul_fuse_a_pad" if r.a_padded else no_pad,
+            "b_rows": "tilefuse_matmul_fuse_b_pad" if r.b_padded else no_pad,
+            "a_pads": "tilefuse_matmul_a_pads" if r.a_padded else SKIP,
+            "b_pads": "tilefuse_matmul_b_pads" if r.b_padded else SKIP,
         }
     m_loop = p is None or p.m_loop
     rows = "tilefuse_matmul_rows" + ("" if m_loop else "_1d")
@@ -518,6 +553,68 @@ def kernel_refusal(func: ir.Operation, p: MatmulParams) -> str | None:
         return "no vector.fma in a loop (the contraction was not lowered to vector FMAs)"
     if any(holds(loop, "vector.transfer_write") for loop in k_loops):
         return "the K loop stores (the accumulators are not kept in registers)"
+    return _unguarded_access(ops, p.ragged if p is not None else None)
+
+
+TRANSFERS = ("vector.transfer_read", "vector.transfer_write")
+VIEWS = ("memref.subview", "memref.cast", "memref.expand_shape", "memref.collapse_shape")
+
+
+def _buffer_shape(value: ir.Value) -> tuple[int, ...] | None:
+    """The shape of the binding a transfer's memref views, or None."""
+    while True:
+        if isinstance(value, ir.BlockArgument) and isinstance(value.type, ir.MemRefType):
+            return tuple(ir.MemRefType(value.type).shape)  # a test's kernel
+        owner = value.owner
+        if not isinstance(owner, ir.OpView):
+            return None
+        op = owner.operation
+        if op.name == "hal.interface.binding.subspan":
+            return tuple(ir.MemRefType(op.results[0].type).shape)
+        if op.name not in VIEWS:
+            return None
+        value = op.operands[0]
+
+
+def _masked(op: ir.Operation) -> bool:
+    """A transfer with a mask operand (operandSegmentSizes' last entry)."""
+    return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[-1] == 1
+
+
+def _guarded(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "scf.if":
+            return True
+        parent = parent.parent
+    return False
+
+
+def _unguarded_access(ops: list[ir.Operation], r: "Ragged | None") -> str | None:
+    """Why a kernel's edges are not masked, or None: a transfer with an out
+    of bounds dim and no mask (what the earlier ragged prototypes left: the
+    row's flag is dropped when the row dim is cast away, and the row past M
+    is read unguarded); in a ragged kernel, a read of an operand that needs
+    padding without a mask, or a store past a ragged edge neither masked nor
+    guarded."""
+    for op in ops:
+        if op.name not in TRANSFERS:
+            continue
+        in_bounds = [ir.BoolAttr(b).value for b in ir.ArrayAttr(op.attributes["in_bounds"])]
+        if not all(in_bounds) and not _masked(op):
+            return f"{op.name} out of bounds with no mask: its edge is not guarded"
+        if r is None:
+            continue
+        source = op.operands[1] if op.name == "vector.transfer_write" else op.operands[0]
+        shape = _buffer_shape(source)
+        if op.name == "vector.transfer_read" and shape in r.masked_reads and not _masked(op):
+            return f"a read of the {'x'.join(map(str, shape))} operand with no mask (a ragged edge)"
+        if (
+            op.name == "vector.transfer_write"
+            and shape == r.guarded_writes
+            and not (_masked(op) or _guarded(op))
+        ):
+            return "a store into the output neither masked nor guarded (a ragged edge)"
     return None
 
 
