@@ -4,22 +4,25 @@
 // Applies to a dispatch holding a linalg.fill, the contraction it
 // initializes (a matmul, batch_matmul or vecmat, generalized by IREE before
 // this runs) and an elementwise root reading the contraction's result, or
-// the contraction alone. The optional steps ("tile", "epilogue_rows",
-// "fill_rows", "k_rows") are chosen per dispatch by the chooser: with or
-// without an epilogue, with or without an M loop. Each workgroup computes a
+// the contraction alone. The optional steps are chosen per dispatch by the
+// chooser: "kernel", exact tiles (@tilefuse_matmul_exact) or ragged ones
+// (@tilefuse_matmul_ragged, second half of this file); within the exact
+// kernel "tile", "epilogue_rows", "fill_rows", "k_rows": with or without an
+// epilogue, with or without an M loop. Each workgroup computes a
 // TM x TN tile of the root (one batch element per workgroup); each thread a
 // tm x tn tile of it, held in registers as tm rows of 1-D vectors across
 // the K loop, and the epilogue is applied to those registers before the one
 // store. Nothing goes through global memory between the contraction and its
 // epilogue.
 //
-// Tiles divide the shapes exactly (the chooser picks divisors,
+// The exact kernel's tiles divide the shapes (the chooser picks divisors,
 // python/tilefuse/strategies/matmul.py): every tensor between fill,
 // contraction and epilogue is then static, all transfers are unmasked, and
 // the K loop's reads and writes of the accumulator fold into loop-carried
 // vectors. (With a masked tile this LLVM forwards neither the accumulator's
 // first read nor the epilogue's read of the result, and bufferization copies
-// the whole tile per thread: found by trying it.)
+// the whole tile per thread: found by trying it.) The ragged kernel keeps
+// that static accumulator and masks only the operands' reads and the store.
 //
 // The values below are the defaults for a 64x256x128 f32 matmul; the driver
 // sets every attribute tagged `tilefuse.param`:
