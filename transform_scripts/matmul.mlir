@@ -647,9 +647,17 @@ module attributes {transform.with_named_sequence} {
 
   // Steps "a_pads" and "b_pads": each row piece's pad of A (of B) as a
   // masked read of vector_sizes (one row of A; a K step x v piece of B).
+  // Only the pads: a piece that lies whole inside a static tile reads its
+  // slice, its pad folded away (42x48x135: 7 of a thread's 8 rows).
   transform.named_sequence @tilefuse_matmul_a_pads(%rows: !transform.any_op {transform.readonly}) {
     %each = transform.get_producer_of_operand %rows[0] : (!transform.any_op) -> !transform.any_op
-    %pads = transform.merge_handles deduplicate %each : !transform.any_op
+    %producers = transform.merge_handles deduplicate %each : !transform.any_op
+    %pads = transform.foreach %producers : !transform.any_op -> !transform.any_op {
+    ^bb0(%producer: !transform.any_op):
+      %pad = transform.structured.match ops{["tensor.pad"]} in %producer
+        : (!transform.any_op) -> !transform.any_op
+      transform.yield %pad : !transform.any_op
+    }
     transform.structured.vectorize %pads vector_sizes [1, 4] {tilefuse.param = "a_pad_vector"}
       : !transform.any_op
     transform.yield
@@ -657,7 +665,13 @@ module attributes {transform.with_named_sequence} {
 
   transform.named_sequence @tilefuse_matmul_b_pads(%rows: !transform.any_op {transform.readonly}) {
     %each = transform.get_producer_of_operand %rows[1] : (!transform.any_op) -> !transform.any_op
-    %pads = transform.merge_handles deduplicate %each : !transform.any_op
+    %producers = transform.merge_handles deduplicate %each : !transform.any_op
+    %pads = transform.foreach %producers : !transform.any_op -> !transform.any_op {
+    ^bb0(%producer: !transform.any_op):
+      %pad = transform.structured.match ops{["tensor.pad"]} in %producer
+        : (!transform.any_op) -> !transform.any_op
+      transform.yield %pad : !transform.any_op
+    }
     transform.structured.vectorize %pads vector_sizes [4, 4] {tilefuse.param = "b_pad_vector"}
       : !transform.any_op
     transform.yield

@@ -24,7 +24,7 @@ This first version takes what it can compile right and reports the rest:
   header for why), with at least MIN_THREAD_TILE outputs per thread;
   where that tiling is degenerate (fewer than RAGGED_BELOW outputs per
   thread, vectors narrower than VECTOR, or no tiling at all), ragged tiles
-  instead (ragged_params): tm x tm per thread whatever M, N and K, the
+  instead (ragged_params): t x t per thread whatever M, N and K, the
   edges masked inside the dispatch (the script's @tilefuse_matmul_ragged),
   for f32 contractions with an M loop;
 - the chooser's tiling, or the one `tilefuse tune` measured fastest for
@@ -328,11 +328,21 @@ def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str
     t = 8 if min(m, n) >= 16 else 4
     threads_y = min(RAGGED_THREADS, math.ceil(m / t))
     threads_x = min(RAGGED_THREADS, math.ceil(n / t))
+    if threads_x * threads_y == 1:
+        # M and N within one t x t tile (3x5x2): the slices of the one
+        # thread fold away, and with them the fold of the epilogue's read of
+        # the padded product; the kernel copied the tile (kernel_refusal).
+        return None, f"{m}x{n} is one thread's tile"
     tile_m, tile_n = t * threads_y, t * threads_x
     grid = (math.ceil(n / tile_n), math.ceil(m / tile_m), c.batch[0] if c.batch else 1)
     if target.grid_refusal(grid):
         return None, "its grid exceeds the target's workgroup counts"
-    ks = RAGGED_K_STEP
+    # The K loop must keep two steps at least: a one-trip loop is folded
+    # away, and with it the loop the script finds its row pieces in (K = 3
+    # at step 4 failed). K of 4 or less steps by 1.
+    if k < 2:
+        return None, "K = 1 (no K loop)"
+    ks = RAGGED_K_STEP if k > RAGGED_K_STEP else 1
     k_padded = math.ceil(k / ks) * ks
     m_ragged, n_ragged, k_ragged = m % tile_m != 0, n % tile_n != 0, k % ks != 0
     epilogue = d.root_op != c.op
