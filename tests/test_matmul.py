@@ -166,7 +166,8 @@ def test_dims_without_small_divisors_are_reported():
 
 
 # Ragged tiles (the script's @tilefuse_matmul_ragged): shapes whose exact
-# tiling is degenerate. M alone (197 = ViT's tokens, prime), M, N and K
+# tiling is degenerate. M alone (197 = ViT's tokens, prime), N alone (6,
+# last), M, N and K
 # (100x101x99, bare), no exact tiling at all (7x64x13), M and K (77x96x130,
 # a residual), B as [N, K], a tile larger than M and N (6x12), K under one
 # step of 4 (K step 1), rows that fill no thread's tile but are the same for
@@ -180,6 +181,7 @@ RAGGED = [
     (6, 10, 12, "residual", "kn"),
     (140, 3, 99, "residual", "kn"),
     (42, 48, 135, "residual", "kn"),
+    (64, 64, 6, "bias_relu", "kn"),
 ]
 
 
@@ -190,6 +192,22 @@ def test_ragged_tiles_on_vulkan(m, k, n, epilogue, b_layout):
     assert " ragged " in report.params and "ragged tiles" in report.reason, report.line()
     t = 8 if min(m, n) >= 16 else 4
     assert f"thread=[{t}, {t}]" in report.params and "vector=4" in report.params
+
+
+@pytest.mark.parametrize(
+    "m,k,n,epilogue,b_layout", [(64, 99, 64, "residual", "kn"), (32, 7, 64, "none", "nk")]
+)
+def test_ragged_k_alone(monkeypatch, m, k, n, epilogue, b_layout):
+    """K alone ragged: the chooser keeps exact tiles with a K step of 1
+    there (faster on lavapipe: docs/findings.md, 'Ragged tiles for the FMA
+    matmul, third attempt'), so the ragged kernel is forced: A's and B's
+    reads masked along K, M and N unpadded."""
+    from tilefuse.strategies import matmul
+
+    monkeypatch.setattr(matmul, "degenerate", lambda p: True)
+    (report,) = run(m, k, n, epilogue, b_layout)
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert " ragged " in report.params, report.line()
 
 
 @pytest.mark.parametrize("m,k,n,epilogue", [(197, 768, 768, "bias_relu"), (100, 99, 101, "none")])
