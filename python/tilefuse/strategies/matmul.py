@@ -428,7 +428,9 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
         else (None, "")
     )
     ragged_why = ""
-    if degenerate(params) and "(tuned:" not in note:
+    if degenerate(params):
+        # `tilefuse tune` times exact tilings only; a degenerate one, tuned
+        # or not, gives way to ragged tiles.
         ragged, ragged_why = ragged_params(d, target)
         if ragged is not None:
             params, note = ragged, ""
