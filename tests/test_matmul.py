@@ -169,7 +169,7 @@ def test_dims_without_small_divisors_are_reported():
 # tiling is degenerate. M alone (197 = ViT's tokens, prime), N alone (6,
 # last), M, N and K
 # (100x101x99, bare), no exact tiling at all (7x64x13), M and K (77x96x130,
-# a residual), B as [N, K], a tile larger than M and N (6x12), K under one
+# a residual), B as [N, K], a tile larger than M and N (6x13), K under one
 # step of 4 (K step 1), rows that fill no thread's tile but are the same for
 # all (42: 7 of 8 rows each, a static pad).
 RAGGED = [
@@ -178,7 +178,7 @@ RAGGED = [
     (7, 64, 13, "bias_relu", "kn"),
     (77, 130, 96, "residual", "kn"),
     (50, 100, 70, "residual", "nk"),
-    (6, 10, 12, "residual", "kn"),
+    (6, 10, 13, "residual", "kn"),
     (140, 3, 99, "residual", "kn"),
     (42, 48, 135, "residual", "kn"),
     (64, 64, 6, "bias_relu", "kn"),

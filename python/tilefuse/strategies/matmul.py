@@ -315,7 +315,9 @@ def _thread_extent_dynamic(extent: int, tile: int, threads: int) -> bool:
     return len({max(0, min(share, extent - i * share)) for i in range(threads)}) > 1
 
 
-def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
+def ragged_params(
+    d: Dispatch, target: Target, exact_exists: bool = False
+) -> tuple[MatmulParams | None, str]:
     """The ragged kernel's parameters (a t x t tile per thread, t = 8 or 4
     for small M or N, up to 8 x 8 threads, K step 4), or None and why not.
     A heuristic apart from the script: the edges of M, N and K are masked
@@ -325,9 +327,18 @@ def ragged_params(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str
         return None, why
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
-    t = 8 if min(m, n) >= 16 else 4
-    threads_y = min(RAGGED_THREADS, math.ceil(m / t))
-    threads_x = min(RAGGED_THREADS, math.ceil(n / t))
+    # The largest tile whose workgroup fills a subgroup (as the exact
+    # chooser does); where none does (a small matrix, 32-wide warps) ragged
+    # tiles are taken only if no exact tiling exists.
+    sizes = (8, 4) if min(m, n) >= 16 else (4,)
+    options = [
+        (t, min(RAGGED_THREADS, math.ceil(m / t)), min(RAGGED_THREADS, math.ceil(n / t)))
+        for t in sizes
+    ]
+    full = [o for o in options if o[1] * o[2] >= target.subgroup_size]
+    if not full and exact_exists:
+        return None, "a ragged workgroup would not fill a subgroup"
+    t, threads_y, threads_x = full[0] if full else options[-1]
     if threads_x * threads_y == 1:
         # M and N within one t x t tile (3x5x2): the slices of the one
         # thread fold away, and with them the fold of the epilogue's read of
@@ -431,7 +442,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     if degenerate(params):
         # `tilefuse tune` times exact tilings only; a degenerate one, tuned
         # or not, gives way to ragged tiles.
-        ragged, ragged_why = ragged_params(d, target)
+        ragged, ragged_why = ragged_params(d, target, exact_exists=params is not None)
         if ragged is not None:
             params, note = ragged, ""
     if params is None:
