@@ -319,6 +319,9 @@ module attributes {transform.with_named_sequence} {
   // operand, skipped when finding its input pads); r_pad_type_N and
   // r_pad_vector_N (the padded shapes an epilogue input can have, and their
   // vectors); r_unroll ([1, v, 1]); workgroup_dims, translation_info.
+  // Its optional steps: "r_tile" (epilogue or bare), "r_fill_rows", and
+  // "a_rows"/"b_rows", "a_pads"/"b_pads" (an operand that needs no pad
+  // has no pad to fuse or to read masked).
   transform.named_sequence @tilefuse_matmul_ragged(%dispatch: !transform.any_op {transform.readonly}) {
     %func, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
