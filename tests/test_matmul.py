@@ -145,18 +145,139 @@ def test_cuda_ptx_assembles_without_spills(target):
 
 
 def test_prime_m_fills_whole_warps_on_cuda():
-    """M = 197 (ViT's tokens) has no divisor for rows of threads: the
-    threads go along N, in whole 32-wide warps, not 16 (half of each warp
-    idle, as the chooser gave before)."""
-    (report,) = tilefuse.compile_program(program(197, 768, 768), "cuda").reports
+    """M = 197 (ViT's tokens) has no divisor for rows of threads: with exact
+    tiles (bf16: the ragged kernel is f32's) the threads go along N, in
+    whole 32-wide warps, not 16 (half of each warp idle, as the chooser
+    gave before)."""
+    text = program(197, 768, 768).replace("f32", "bf16")
+    (report,) = tilefuse.compile_program(text, "cuda").reports
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
     assert "wg=[32, 1, 1]" in report.params, report.line()
     assert report.spill_bytes == 0, report.line()
 
 
-def test_dims_without_small_divisors_are_reported_and_right():
-    (report,) = [r for r in run(7, 64, 13) if "matmul" in r.name]
+def test_dims_without_small_divisors_are_reported():
+    """No exact tiling (7x13) and no ragged one (f16): IREE's, with both
+    reasons."""
+    text = program(7, 64, 13).replace("f32", "f16")
+    (report,) = [r for r in tilefuse.compile_program(text, "vulkan").reports if "matmul" in r.name]
     assert report.status == "fallback" and "matmul: thread tile 1x1" in report.reason
+    assert "no ragged tiles: f16 operands: f32 only" in report.reason
+
+
+# Ragged tiles (the script's @tilefuse_matmul_ragged): shapes whose exact
+# tiling is degenerate. M alone (197 = ViT's tokens, prime), N alone (6,
+# last), M, N and K
+# (100x101x99, bare), no exact tiling at all (7x64x13), M and K (77x96x130,
+# a residual), B as [N, K], a tile larger than M and N (6x13), K under one
+# step of 4 (K step 1), rows that fill no thread's tile but are the same for
+# all (42: 7 of 8 rows each, a static pad).
+RAGGED = [
+    (197, 768, 768, "bias_relu", "kn"),
+    (100, 99, 101, "none", "kn"),
+    (7, 64, 13, "bias_relu", "kn"),
+    (77, 130, 96, "residual", "kn"),
+    (50, 100, 70, "residual", "nk"),
+    (6, 10, 13, "residual", "kn"),
+    (140, 3, 99, "residual", "kn"),
+    (42, 48, 135, "residual", "kn"),
+    (64, 64, 6, "bias_relu", "kn"),
+]
+
+
+@pytest.mark.parametrize("m,k,n,epilogue,b_layout", RAGGED)
+def test_ragged_tiles_on_vulkan(m, k, n, epilogue, b_layout):
+    (report,) = run(m, k, n, epilogue, b_layout)
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert " ragged " in report.params and "ragged tiles" in report.reason, report.line()
+    t = 8 if min(m, n) >= 16 else 4
+    assert f"thread=[{t}, {t}]" in report.params and "vector=4" in report.params
+
+
+@pytest.mark.parametrize(
+    "m,k,n,epilogue,b_layout", [(64, 99, 64, "residual", "kn"), (32, 7, 64, "none", "nk")]
+)
+def test_ragged_k_alone(monkeypatch, m, k, n, epilogue, b_layout):
+    """K alone ragged: the chooser keeps exact tiles with a K step of 1
+    there (faster on lavapipe: docs/findings.md, 'Ragged tiles for the FMA
+    matmul, third attempt'), so the ragged kernel is forced: A's and B's
+    reads masked along K, M and N unpadded."""
+    from tilefuse.strategies import matmul
+
+    monkeypatch.setattr(matmul, "degenerate", lambda p: True)
+    (report,) = run(m, k, n, epilogue, b_layout)
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert " ragged " in report.params, report.line()
+
+
+@pytest.mark.parametrize("m,k,n,epilogue", [(197, 768, 768, "bias_relu"), (100, 99, 101, "none")])
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_ragged_tiles_assemble_without_spills(target, m, k, n, epilogue):
+    (report,) = tilefuse.compile_program(program(m, k, n, epilogue), target).reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert " ragged " in report.params, report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+
+
+def test_ragged_kernel_masks_every_edge(tmp_path):
+    """100x101x99 + residual (M, N and K ragged): every read of A, B and
+    the residual is a masked 1-D read (a row past M has an all-false mask),
+    every store a masked write under a row guard; the K loop carries the
+    8 x 8 accumulators as vectors; nothing is allocated (kernel_refusal
+    checks the same on every build)."""
+    result = tilefuse.compile_program(
+        program(100, 99, 101, "residual"), "vulkan", dump_dir=tmp_path
+    )
+    (report,) = result.reports
+    assert report.status == "applied" and " ragged " in report.params, report.line()
+    (kernel,) = tilefuse.verify.printed_kernels((tmp_path / "phase2.log").read_text()).values()
+    reads = [line for line in kernel.splitlines() if "vector.transfer_read" in line]
+    inputs = ("memref<100x99xf32", "memref<99x101xf32", "memref<100x101xf32", "memref<101xf32")
+    for name in inputs:
+        mine = [line for line in reads if name in line]
+        assert mine, name
+        for line in mine:  # source[indices], padding, mask
+            assert line.split("]")[1].count(",") == 2, line
+    filecheck(
+        kernel,
+        """
+CHECK-NOT: memref.alloc
+CHECK: scf.for {{.*}} step %c4 iter_args({{.*}}) -> (vector<1x4xf32>
+CHECK: vector.transfer_read {{.*}} memref<100x99xf32
+CHECK: vector.fma {{.*}} : vector<4xf32>
+CHECK: scf.yield
+CHECK: scf.if
+CHECK: vector.transfer_write {{.*}}], %{{.*}} {in_bounds = [true]} : vector<4xf32>
+""",
+        tmp_path,
+    )
+    assert kernel.count("vector.fma") == 16 * 4  # 8x8 per thread, K step 4
+
+
+@pytest.mark.parametrize("epilogue", ["exp", "none"])
+def test_ragged_batched_matmul(epilogue):
+    """3 x 37x20 @ 20x29: a batch element per workgroup (grid z), M and N
+    ragged."""
+    b, m, k, n = 3, 37, 20, 29
+    out = f"tensor<{b}x{m}x{n}xf32>"
+    if epilogue == "exp":
+        tail = f"  %y = stablehlo.exponential %0 : {out}\n  return %y : {out}\n"
+    else:
+        tail = f"  return %0 : {out}\n"
+    text = f"""func.func @main(%a: tensor<{b}x{m}x{k}xf32>, %b: tensor<{b}x{k}x{n}xf32>) -> {out} {{
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<{b}x{m}x{k}xf32>, tensor<{b}x{k}x{n}xf32>) -> {out}
+{tail}}}"""
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert " ragged " in report.params and "grid=[1, 1, 3]" in report.params, report.line()
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((b, m, k)) * 0.2).astype(np.float32)
+    bb = (rng.standard_normal((b, k, n)) * 0.2).astype(np.float32)
+    want = a.astype(np.float64) @ bb
+    want = np.exp(want) if epilogue == "exp" else want
+    np.testing.assert_allclose(module.main(a, bb), want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("epilogue", ["exp", "none"])
@@ -235,6 +356,86 @@ KERNELS = {
   return
 }""",
 }
+
+
+# What the ragged kernel must never leave (the earlier prototypes did): a
+# transfer out of bounds with no mask (cast_away_vector_leading_one_dim drops
+# the row's flag of such a read), and a read of an operand a ragged edge
+# crosses with no mask (that flag already dropped: it reads as in bounds).
+UNGUARDED = {
+    "out of bounds with no mask": """func.func @k(%a: memref<8x16xf32>, %v: vector<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 0.0 : f32
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %v) -> (vector<4xf32>) {
+    %x = vector.transfer_read %a[%i, %c0], %f {in_bounds = [false]} : memref<8x16xf32>, vector<4xf32>
+    %y = vector.fma %x, %x, %acc : vector<4xf32>
+    scf.yield %y : vector<4xf32>
+  }
+  return
+}""",
+    "with no mask (a ragged edge)": """func.func @k(%a: memref<8x16xf32>, %v: vector<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 0.0 : f32
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %v) -> (vector<4xf32>) {
+    %x = vector.transfer_read %a[%i, %c0], %f {in_bounds = [true]} : memref<8x16xf32>, vector<4xf32>
+    %y = vector.fma %x, %x, %acc : vector<4xf32>
+    scf.yield %y : vector<4xf32>
+  }
+  return
+}""",
+}
+
+
+@pytest.mark.parametrize("why", list(UNGUARDED))
+def test_unguarded_edges_are_refused(why):
+    from dataclasses import replace
+
+    from tilefuse.irutil import context
+    from tilefuse.strategies import matmul
+
+    params = matmul.MatmulParams(
+        launch=None,
+        matmul_operand=0,
+        workgroup_tile=(8, 8),
+        thread_tile=(8, 8),
+        k_step=4,
+        vector=4,
+        epilogue=False,
+        batch=False,
+        m_loop=True,
+        ragged=matmul.Ragged(
+            k_padded=16,
+            a_padded=True,
+            b_padded=False,
+            a_k_inner=True,
+            b_k_inner=False,
+            bare=True,
+            root_inputs=1,
+            element="f32",
+            masked_reads=((8, 16),),
+        ),
+    )
+    module = ir.Module.parse(UNGUARDED[why], context(unregistered=True))
+    func = module.body.operations[0].operation
+    assert why in matmul.kernel_refusal(func, params)
+    # The same kernel with a mask on the read passes.
+    masked = (
+        UNGUARDED[why]
+        .replace("%f {in_bounds = [false]}", "%f, %m {in_bounds = [true]}")
+        .replace("%f {in_bounds = [true]}", "%f, %m {in_bounds = [true]}")
+    )
+    masked = masked.replace(
+        "%c0 = arith.constant 0 : index",
+        "%c0 = arith.constant 0 : index\n  %m = vector.constant_mask [2] : vector<4xi1>",
+    )
+    module = ir.Module.parse(masked, context(unregistered=True))
+    func = module.body.operations[0].operation
+    assert matmul.kernel_refusal(func, params) is None
+    assert matmul.kernel_refusal(func, replace(params, ragged=None)) is None
 
 
 @pytest.mark.parametrize("why", list(KERNELS))

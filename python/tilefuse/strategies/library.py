@@ -127,21 +127,27 @@ def _choose_steps(strategy, local, seq, params, name, ip, ctx) -> list[ir.Operat
     suffix = name.split("__", 1)[1] if "__" in name else name
     copies: dict[str, ir.Operation] = {}
     slots = set()
-    for op in walk(seq):
-        if op.name != "transform.include" or STEP_TAG not in op.attributes:
-            continue
-        slot = ir.StringAttr(op.attributes[STEP_TAG]).value
-        slots.add(slot)
-        if slot not in chosen:
-            raise TilefuseError(f"{strategy}: no sequence chosen for step {slot!r} (steps())")
-        target = chosen[slot]
-        if target in local:
-            if target not in copies:
-                copy = local[target].clone(ip=ip)
-                copy.attributes["sym_name"] = ir.StringAttr.get(f"{target}__{suffix}", ctx)
-                copies[target] = copy
-            target = f"{target}__{suffix}"
-        op.attributes["target"] = ir.FlatSymbolRefAttr.get(target, ctx)
+    # A chosen step may itself include optional steps (matmul's "kernel"
+    # step: the exact or the ragged kernel, each with steps of its own):
+    # the copies are walked too, each once.
+    todo = [seq]
+    while todo:
+        for op in walk(todo.pop()):
+            if op.name != "transform.include" or STEP_TAG not in op.attributes:
+                continue
+            slot = ir.StringAttr(op.attributes[STEP_TAG]).value
+            slots.add(slot)
+            if slot not in chosen:
+                raise TilefuseError(f"{strategy}: no sequence chosen for step {slot!r} (steps())")
+            target = chosen[slot]
+            if target in local:
+                if target not in copies:
+                    copy = local[target].clone(ip=ip)
+                    copy.attributes["sym_name"] = ir.StringAttr.get(f"{target}__{suffix}", ctx)
+                    copies[target] = copy
+                    todo.append(copy)
+                target = f"{target}__{suffix}"
+            op.attributes["target"] = ir.FlatSymbolRefAttr.get(target, ctx)
     if set(chosen) - slots:
         raise TilefuseError(
             f"{strategy}.mlir has no step {sorted(set(chosen) - slots)} (a tilefuse.step include)"

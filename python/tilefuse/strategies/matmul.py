@@ -22,6 +22,11 @@ This first version takes what it can compile right and reports the rest:
   none (a bare matmul);
 - tiles that divide M, N and K (the kernel is unmasked: see the script's
   header for why), with at least MIN_THREAD_TILE outputs per thread;
+  where that tiling is degenerate (fewer than RAGGED_BELOW outputs per
+  thread, vectors narrower than VECTOR, or no tiling at all), ragged tiles
+  instead (ragged_params): t x t per thread whatever M, N and K, the
+  edges masked inside the dispatch (the script's @tilefuse_matmul_ragged),
+  for f32 contractions with an M loop;
 - the chooser's tiling, or the one `tilefuse tune` measured fastest for
   this contraction (strategies/tuning.py).
 """
@@ -49,6 +54,14 @@ TARGET_THREADS = 64  # threads per workgroup the chooser aims for
 MAX_THREADS_X = 16
 K_STEPS = (4, 2, 1)
 VECTOR = 4  # each row piece is one vector of at most this many elements
+# The exact tiling is degenerate below this many outputs per thread (or with
+# vectors narrower than VECTOR): 197x768x768 gets 1x8 with one row per
+# workgroup, 100x101x99 4x1 with scalars and K step 1. Such dispatches take
+# ragged tiles (docs/findings.md, 'Ragged tiles for the FMA matmul, third
+# attempt').
+RAGGED_BELOW = 16
+RAGGED_K_STEP = 4
+RAGGED_THREADS = 8  # threads per dim of a ragged workgroup, at most
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,26 @@ class MatmulParams:
     epilogue: bool  # an elementwise root after the contraction (else bare)
     batch: bool  # a batch loop first: one batch element per workgroup (grid z)
     m_loop: bool  # False: no M loop (M = 1, IREE's vecmat), tiles of N alone
+    # Ragged tiles (the script's @tilefuse_matmul_ragged): the workgroup tile
+    # need not divide M and N nor the K step K; None for exact tiles.
+    ragged: "Ragged | None" = None
+
+
+@dataclass(frozen=True)
+class Ragged:
+    k_padded: int  # K rounded up to the K step
+    a_padded: bool  # A's thread tiles need a pad (M or K ragged)
+    b_padded: bool  # B's (N or K ragged)
+    a_k_inner: bool  # A is [.., M, K] (else [.., K, M])
+    b_k_inner: bool  # B is [.., N, K] (else [.., K, N])
+    bare: bool  # no epilogue: a copy of the product is the root
+    root_inputs: int  # the root's input count (its init's operand position)
+    element: str  # the element type (f32)
+    # What kernel_refusal checks: the operands (by their buffers' shapes)
+    # every read of which must be masked, and the output's shape, every
+    # store into which must be masked or guarded (None: M and N divide).
+    masked_reads: tuple[tuple[int, ...], ...] = ()
+    guarded_writes: tuple[int, ...] | None = None
 
 
 def _check(d: Dispatch, target: Target) -> str | None:
@@ -226,6 +259,156 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
     )
 
 
+def degenerate(p: MatmulParams | None) -> bool:
+    """Whether an exact tiling does too little per thread to keep: the
+    ragged kernel's case (or no exact tiling at all)."""
+    return p is None or p.thread_tile[0] * p.thread_tile[1] < RAGGED_BELOW or p.vector < VECTOR
+
+
+def _ragged_refusal(d: Dispatch) -> str | None:
+    """Why the ragged kernel does not take this dispatch (which the exact
+    kernel's structure checks passed), or None."""
+    (c,) = d.contractions
+    if not c.m or c.m[0] == 1:
+        # One row: the exact tiles (1 x 8, threads along N) are the kernel a
+        # vector-matrix product wants; split-K's batched decode products
+        # ([S, 1, K/S] @ [S, K/S, N]) failed in the ragged script.
+        return "one row (a vector-matrix product)"
+    types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
+    types |= {o.element_type for o in d.inputs} | {o.element_type for o in d.outputs}
+    if types != {"f32"}:
+        return f"{'/'.join(sorted(types))} operands: f32 only"
+    return None
+
+
+def _pad_shape(d: Dispatch, position: int, t: int, ragged: tuple[bool, bool]):
+    """(padded shape, whether it is padded) of the root's input `position`
+    in a thread's t x t tile ([1, ..] for a batch dim or a broadcast one):
+    padded when it spans a loop, M or N, that the workgroup tile does not
+    divide (`ragged`). None when its map is not a projection of the loops."""
+    (c,) = d.contractions
+    batch = len(c.batch)
+    shape, padded = [], False
+    for expr in d.root_maps[position].results:
+        expr = expr.maybe_downcast()
+        if isinstance(expr, ir.AffineConstantExpr):
+            shape.append(1)
+            continue
+        if not isinstance(expr, ir.AffineDimExpr):
+            return None
+        loop = expr.position
+        shape.append(1 if loop < batch else t)
+        padded = padded or (loop >= batch and ragged[loop - batch])
+    return shape, padded
+
+
+def _thread_extent_dynamic(extent: int, tile: int, threads: int) -> bool:
+    """Whether a thread's share of a ragged kernel's dim (num_threads over
+    workgroup tiles of `tile`) varies: an edge workgroup, or one workgroup
+    whose threads get different counts."""
+    if extent % tile == 0:
+        return False
+    if extent > tile:
+        return True
+    share = math.ceil(extent / threads)
+    return len({max(0, min(share, extent - i * share)) for i in range(threads)}) > 1
+
+
+def ragged_params(
+    d: Dispatch, target: Target, exact_exists: bool = False
+) -> tuple[MatmulParams | None, str]:
+    """The ragged kernel's parameters (a t x t tile per thread, t = 8 or 4
+    for small M or N, up to 8 x 8 threads, K step 4), or None and why not.
+    A heuristic apart from the script: the edges of M, N and K are masked
+    inside the dispatch, so any shape takes the same register tile."""
+    why = _ragged_refusal(d)
+    if why:
+        return None, why
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    # The largest tile whose workgroup fills a subgroup (as the exact
+    # chooser does); where none does (a small matrix, 32-wide warps) ragged
+    # tiles are taken only if no exact tiling exists.
+    sizes = (8, 4) if min(m, n) >= 16 else (4,)
+    options = [
+        (t, min(RAGGED_THREADS, math.ceil(m / t)), min(RAGGED_THREADS, math.ceil(n / t)))
+        for t in sizes
+    ]
+    full = [o for o in options if o[1] * o[2] >= target.subgroup_size]
+    if not full and exact_exists:
+        return None, "a ragged workgroup would not fill a subgroup"
+    t, threads_y, threads_x = full[0] if full else options[-1]
+    if threads_x * threads_y == 1:
+        # M and N within one t x t tile (3x5x2): the slices of the one
+        # thread fold away, and with them the fold of the epilogue's read of
+        # the padded product; the kernel copied the tile (kernel_refusal).
+        return None, f"{m}x{n} is one thread's tile"
+    tile_m, tile_n = t * threads_y, t * threads_x
+    grid = (math.ceil(n / tile_n), math.ceil(m / tile_m), c.batch[0] if c.batch else 1)
+    if target.grid_refusal(grid):
+        return None, "its grid exceeds the target's workgroup counts"
+    # The K loop must keep two steps at least: a one-trip loop is folded
+    # away, and with it the loop the script finds its row pieces in (K = 3
+    # at step 4 failed). K of 4 or less steps by 1.
+    if k < 2:
+        return None, "K = 1 (no K loop)"
+    ks = RAGGED_K_STEP if k > RAGGED_K_STEP else 1
+    k_padded = math.ceil(k / ks) * ks
+    m_ragged, n_ragged, k_ragged = m % tile_m != 0, n % tile_n != 0, k % ks != 0
+    epilogue = d.root_op != c.op
+    operand = d.input_producers.index(c.op) if epilogue else 0
+    # The script vectorizes each input pad of the root by its padded type;
+    # these are the types it looks for (a pad of any other shape would be
+    # left to pad_vectorization, which reads it without a row mask).
+    known = ([t, t], [t], [1, t, t], [1, t])
+    # Where a thread's extent is not known statically its reads are masked
+    # (kernel_refusal checks it); where it is (one workgroup along the dim,
+    # as many rows for every thread) the masks fold away.
+    m_dynamic = _thread_extent_dynamic(m, tile_m, threads_y)
+    n_dynamic = _thread_extent_dynamic(n, tile_n, threads_x)
+    masked = []
+    if m_dynamic or k_ragged:
+        masked.append(tuple(c.lhs.shape))
+    if n_dynamic or k_ragged:
+        masked.append(tuple(c.rhs.shape))
+    if epilogue:
+        for i in range(len(d.inputs)):
+            if i == operand:
+                continue
+            found = _pad_shape(d, i, t, (m_ragged, n_ragged))
+            if found is None:
+                return None, f"the root's input {i} is not read through a projection"
+            shape, padded = found
+            if padded and shape not in known:
+                return None, f"the root's input {i} pads to {shape} (not built)"
+            if _pad_shape(d, i, t, (m_dynamic, n_dynamic))[1]:
+                masked.append(tuple(d.inputs[i].shape))
+    params = MatmulParams(
+        launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
+        matmul_operand=operand,
+        workgroup_tile=(tile_m, tile_n),
+        thread_tile=(t, t),
+        k_step=ks,
+        vector=VECTOR,
+        epilogue=epilogue,
+        batch=bool(c.batch),
+        m_loop=True,
+        ragged=Ragged(
+            k_padded=k_padded,
+            a_padded=m_ragged or k_ragged,
+            b_padded=n_ragged or k_ragged,
+            a_k_inner=c.lhs_k_inner,
+            b_k_inner=c.rhs_k_inner,
+            bare=not epilogue,
+            root_inputs=len(d.inputs) if epilogue else 1,
+            element=c.result.element_type,
+            masked_reads=tuple(masked),
+            guarded_writes=tuple(d.outputs[0].shape) if m_dynamic or n_dynamic else None,
+        ),
+    )
+    return params, ""
+
+
 def candidates(d: Dispatch, target: Target) -> list[MatmulParams]:
     """Every tiling the kernel takes for this dispatch, the chooser's first
     (what `tilefuse tune` times); [] when the kernel refuses it."""
@@ -249,41 +432,69 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     (c,) = d.contractions
     m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
     options = candidates(d, target)
-    if not options:
+    params, note = (
+        tuning.pick(options, choice_of, target, "matmul", contraction_signature(d))
+        if options
+        else (None, "")
+    )
+    ragged_why = ""
+    if degenerate(params):
+        # `tilefuse tune` times exact tilings only; a degenerate one, tuned
+        # or not, gives way to ragged tiles.
+        ragged, ragged_why = ragged_params(d, target, exact_exists=params is not None)
+        if ragged is not None:
+            params, note = ragged, ""
+    if params is None:
         if _thread_tiles(m, n, target):
             return None, "every tiling's grid exceeds the target's workgroup counts"
         tm = _largest_dividing(m, THREAD_TILE_SIZES)
         tn = _largest_dividing(n, THREAD_TILE_SIZES)
         return None, (
             f"thread tile {tm}x{tn} (M={m}, N={n} have no larger small divisor): "
-            "too little work per thread"
+            f"too little work per thread, and no ragged tiles: {ragged_why}"
         )
-    params, note = tuning.pick(options, choice_of, target, "matmul", contraction_signature(d))
     tm, tn = params.thread_tile
     batch = f"{c.batch[0]} x " if c.batch else ""
     element = c.result.element_type
     epilogue = " with its epilogue" if params.epilogue else ""
+    ragged = ", ragged tiles (edges masked)" if params.ragged else ""
     return params, (
         f"{batch}{m}x{k} @ {k}x{n} {element}{epilogue}, {tm}x{tn} outputs "
-        f"per thread in registers, K step {params.k_step}, vector FMAs{note}"
+        f"per thread in registers{ragged}, K step {params.k_step}, vector FMAs{note}"
     )
 
 
 def steps(p: MatmulParams) -> dict[str, str]:
-    """The script's optional steps: tiles with or without an epilogue, row
-    pieces with or without an M loop."""
-    rows = "tilefuse_matmul_rows" + ("" if p.m_loop else "_1d")
+    """The script's optional steps: the exact or the ragged kernel; tiles
+    with or without an epilogue, row pieces with or without an M loop; for
+    ragged tiles, whether A and B have pads to read masked."""
+    if p is not None and p.ragged:
+        r, no_pad = p.ragged, "tilefuse_matmul_no_pad"
+        return {
+            "kernel": "tilefuse_matmul_ragged",
+            "r_tile": "tilefuse_matmul_ragged_tile_" + ("bare" if r.bare else "epilogue"),
+            "r_fill_rows": "tilefuse_matmul_rows",
+            "a_rows": "tilefuse_matmul_fuse_a_pad" if r.a_padded else no_pad,
+            "b_rows": "tilefuse_matmul_fuse_b_pad" if r.b_padded else no_pad,
+            "a_pads": "tilefuse_matmul_a_pads" if r.a_padded else SKIP,
+            "b_pads": "tilefuse_matmul_b_pads" if r.b_padded else SKIP,
+        }
+    m_loop = p is None or p.m_loop
+    rows = "tilefuse_matmul_rows" + ("" if m_loop else "_1d")
+    epilogue = p is None or p.epilogue
     return {
-        "tile": "tilefuse_matmul_tile_" + ("epilogue" if p.epilogue else "bare"),
-        "epilogue_rows": rows if p.epilogue else SKIP,
+        "kernel": "tilefuse_matmul_exact",
+        "tile": "tilefuse_matmul_tile_" + ("epilogue" if epilogue else "bare"),
+        "epilogue_rows": rows if epilogue else SKIP,
         "fill_rows": rows,
-        "k_rows": "tilefuse_matmul_k_rows" + ("" if p.m_loop else "_1d"),
+        "k_rows": "tilefuse_matmul_k_rows" + ("" if m_loop else "_1d"),
     }
 
 
 def describe(p: MatmulParams) -> str:
+    ragged = " ragged" if p.ragged else ""
     return (
-        f"tile={list(p.workgroup_tile)} thread={list(p.thread_tile)} k_step={p.k_step} "
+        f"tile={list(p.workgroup_tile)} thread={list(p.thread_tile)}{ragged} k_step={p.k_step} "
         f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} vector={p.vector}"
     )
 
@@ -315,6 +526,39 @@ def attributes(p: MatmulParams, ctx: ir.Context) -> dict:
         "m_unroll": {"factor": attrs.i64(tm, ctx)},
         "n_unroll": {"factor": attrs.i64(tn // p.vector, ctx)},
         **attrs.workgroup(p.launch, ctx),
+        **(_ragged_attributes(p, ctx) if p.ragged else {}),
+    }
+
+
+def _ragged_attributes(p: MatmulParams, ctx: ir.Context) -> dict:
+    """Values of the ragged kernel's own tags (@tilefuse_matmul_ragged)."""
+    r, (t, _), v, ks = p.ragged, p.thread_tile, p.vector, p.k_step
+    tx, ty, _ = p.launch.workgroup
+    # Below the workgroup a batch loop is not tiled (0) and pads to 1.
+    below, one = ((0,), (1,)) if p.batch else ((), ())
+    a_piece = (1, ks) if r.a_k_inner else (ks, 1)
+    b_piece = (v, ks) if r.b_k_inner else (ks, v)
+    pads = ([t, t], [t], [1, t, t], [1, t])
+    found = {}
+    for i, shape in enumerate(pads):
+        found[f"r_pad_type_{i}"] = {
+            "filter_result_type": ir.Attribute.parse(
+                f"tensor<{'x'.join(map(str, shape))}x{r.element}>", ctx
+            )
+        }
+        found[f"r_pad_vector_{i}"] = attrs.vector_sizes(shape, ctx)
+    return {
+        "r_threads": {
+            "static_num_threads": attrs.i64_array((*below, ty, tx), ctx),
+            "mapping": attrs.mapping("thread", ("y", "x"), ctx),
+        },
+        "r_matmul_pad": {"static_padding_sizes": attrs.i64_array((*one, t, t, r.k_padded), ctx)},
+        "r_root_pad": {"static_padding_sizes": attrs.i64_array((*one, t, t), ctx)},
+        "a_pad_vector": attrs.vector_sizes((*one, *a_piece), ctx),
+        "b_pad_vector": attrs.vector_sizes((*one, *b_piece), ctx),
+        "r_root_init": {"raw_position_list": attrs.i64_array([r.root_inputs], ctx)},
+        "r_unroll": {"m": attrs.i64(1, ctx), "n": attrs.i64(v, ctx), "k": attrs.i64(1, ctx)},
+        **found,
     }
 
 
@@ -331,6 +575,68 @@ def kernel_refusal(func: ir.Operation, p: MatmulParams) -> str | None:
         return "no vector.fma in a loop (the contraction was not lowered to vector FMAs)"
     if any(holds(loop, "vector.transfer_write") for loop in k_loops):
         return "the K loop stores (the accumulators are not kept in registers)"
+    return _unguarded_access(ops, p.ragged if p is not None else None)
+
+
+TRANSFERS = ("vector.transfer_read", "vector.transfer_write")
+VIEWS = ("memref.subview", "memref.cast", "memref.expand_shape", "memref.collapse_shape")
+
+
+def _buffer_shape(value: ir.Value) -> tuple[int, ...] | None:
+    """The shape of the binding a transfer's memref views, or None."""
+    while True:
+        if isinstance(value, ir.BlockArgument) and isinstance(value.type, ir.MemRefType):
+            return tuple(ir.MemRefType(value.type).shape)  # a test's kernel
+        owner = value.owner
+        if not isinstance(owner, ir.OpView):
+            return None
+        op = owner.operation
+        if op.name == "hal.interface.binding.subspan":
+            return tuple(ir.MemRefType(op.results[0].type).shape)
+        if op.name not in VIEWS:
+            return None
+        value = op.operands[0]
+
+
+def _masked(op: ir.Operation) -> bool:
+    """A transfer with a mask operand (operandSegmentSizes' last entry)."""
+    return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[-1] == 1
+
+
+def _guarded(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "scf.if":
+            return True
+        parent = parent.parent
+    return False
+
+
+def _unguarded_access(ops: list[ir.Operation], r: "Ragged | None") -> str | None:
+    """Why a kernel's edges are not masked, or None: a transfer with an out
+    of bounds dim and no mask (what the earlier ragged prototypes left: the
+    row's flag is dropped when the row dim is cast away, and the row past M
+    is read unguarded); in a ragged kernel, a read of an operand that needs
+    padding without a mask, or a store past a ragged edge neither masked nor
+    guarded."""
+    for op in ops:
+        if op.name not in TRANSFERS:
+            continue
+        in_bounds = [ir.BoolAttr(b).value for b in ir.ArrayAttr(op.attributes["in_bounds"])]
+        if not all(in_bounds) and not _masked(op):
+            return f"{op.name} out of bounds with no mask: its edge is not guarded"
+        if r is None:
+            continue
+        source = op.operands[1] if op.name == "vector.transfer_write" else op.operands[0]
+        shape = _buffer_shape(source)
+        if op.name == "vector.transfer_read" and shape in r.masked_reads and not _masked(op):
+            return f"a read of the {'x'.join(map(str, shape))} operand with no mask (a ragged edge)"
+        if (
+            op.name == "vector.transfer_write"
+            and shape == r.guarded_writes
+            and not (_masked(op) or _guarded(op))
+        ):
+            return "a store into the output neither masked nor guarded (a ragged edge)"
     return None
 
 
