@@ -146,7 +146,7 @@ def test_cuda_ptx_assembles_without_spills(target):
 
 def test_prime_m_fills_whole_warps_on_cuda():
     """M = 197 (ViT's tokens) has no divisor for rows of threads: with exact
-    tiles (bf16: the ragged kernel is f32's) the threads go along N, in
+    tiles (bf16: the ragged kernel takes f32 and f16) the threads go along N, in
     whole 32-wide warps, not 16 (half of each warp idle, as the chooser
     gave before)."""
     text = program(197, 768, 768).replace("f32", "bf16")
@@ -157,12 +157,32 @@ def test_prime_m_fills_whole_warps_on_cuda():
 
 
 def test_dims_without_small_divisors_are_reported():
-    """No exact tiling (7x13) and no ragged one (f16): IREE's, with both
-    reasons."""
-    text = program(7, 64, 13).replace("f32", "f16")
-    (report,) = [r for r in tilefuse.compile_program(text, "vulkan").reports if "matmul" in r.name]
+    """No exact tiling (one row of 13) and no ragged one (one row): IREE's,
+    with both reasons, and the right result."""
+    (report,) = [r for r in run(1, 64, 13) if "vecmat" in r.name]
     assert report.status == "fallback" and "matmul: thread tile 1x1" in report.reason
-    assert "no ragged tiles: f16 operands: f32 only" in report.reason
+    assert "no ragged tiles: one row" in report.reason
+
+
+@pytest.mark.parametrize(
+    "m,k,n,epilogue",
+    [(197, 768, 768, "bias_relu"), (100, 99, 101, "none"), (77, 130, 96, "residual")],
+)
+def test_ragged_f16_on_vulkan(m, k, n, epilogue):
+    """f16 throughout, accumulated in f16 as the program asks: the bound of
+    test_f16_and_bf16_on_vulkan (2 eps sqrt(K) max|A @ B|)."""
+    np_type, eps = LOW_PRECISION["f16"]
+    module = tilefuse.compile(program(m, k, n, epilogue).replace("f32", "f16"), target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert " ragged " in report.params, report.line()
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np_type) for s in ((m, k), (k, n)))
+    c, r = rng.standard_normal(n).astype(np_type), rng.standard_normal((m, n)).astype(np_type)
+    a64, b64, c64, r64 = (x.astype(np.float64) for x in (a, b, c, r))
+    want = reference(a64, b64, c64, r64, epilogue)
+    err = np.max(np.abs(module.main(a, b, c, r).astype(np.float64) - want))
+    assert err <= 2 * eps * np.sqrt(k) * np.max(np.abs(a64 @ b64)), err
 
 
 # Ragged tiles (the script's @tilefuse_matmul_ragged): shapes whose exact
