@@ -378,36 +378,34 @@ KERNELS = {
 }
 
 
+def _read_loop(read: str, mask: str = "") -> str:
+    """A K loop reading rows of A with `read` ("%f {in_bounds = [..]}" or,
+    with `mask` defining %m, "%f, %m {..}"), one FMA each."""
+    return f"""func.func @k(%a: memref<8x16xf32>, %v: vector<4xf32>) {{
+  %c0 = arith.constant 0 : index{mask}
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 0.0 : f32
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %v) -> (vector<4xf32>) {{
+    %x = vector.transfer_read %a[%i, %c0], {read} : memref<8x16xf32>, vector<4xf32>
+    %y = vector.fma %x, %x, %acc : vector<4xf32>
+    scf.yield %y : vector<4xf32>
+  }}
+  return
+}}"""
+
+
 # What the ragged kernel must never leave (the earlier prototypes did): a
 # transfer out of bounds with no mask (cast_away_vector_leading_one_dim drops
 # the row's flag of such a read), and a read of an operand a ragged edge
 # crosses with no mask (that flag already dropped: it reads as in bounds).
 UNGUARDED = {
-    "out of bounds with no mask": """func.func @k(%a: memref<8x16xf32>, %v: vector<4xf32>) {
-  %c0 = arith.constant 0 : index
-  %c4 = arith.constant 4 : index
-  %c1 = arith.constant 1 : index
-  %f = arith.constant 0.0 : f32
-  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %v) -> (vector<4xf32>) {
-    %x = vector.transfer_read %a[%i, %c0], %f {in_bounds = [false]} : memref<8x16xf32>, vector<4xf32>
-    %y = vector.fma %x, %x, %acc : vector<4xf32>
-    scf.yield %y : vector<4xf32>
-  }
-  return
-}""",
-    "with no mask (a ragged edge)": """func.func @k(%a: memref<8x16xf32>, %v: vector<4xf32>) {
-  %c0 = arith.constant 0 : index
-  %c4 = arith.constant 4 : index
-  %c1 = arith.constant 1 : index
-  %f = arith.constant 0.0 : f32
-  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %v) -> (vector<4xf32>) {
-    %x = vector.transfer_read %a[%i, %c0], %f {in_bounds = [true]} : memref<8x16xf32>, vector<4xf32>
-    %y = vector.fma %x, %x, %acc : vector<4xf32>
-    scf.yield %y : vector<4xf32>
-  }
-  return
-}""",
+    "out of bounds with no mask": _read_loop("%f {in_bounds = [false]}"),
+    "with no mask (a ragged edge)": _read_loop("%f {in_bounds = [true]}"),
 }
+MASKED = _read_loop(
+    "%f, %m {in_bounds = [true]}", mask="\n  %m = vector.constant_mask [2] : vector<4xi1>"
+)
 
 
 @pytest.mark.parametrize("why", list(UNGUARDED))
@@ -443,16 +441,7 @@ def test_unguarded_edges_are_refused(why):
     func = module.body.operations[0].operation
     assert why in matmul.kernel_refusal(func, params)
     # The same kernel with a mask on the read passes.
-    masked = (
-        UNGUARDED[why]
-        .replace("%f {in_bounds = [false]}", "%f, %m {in_bounds = [true]}")
-        .replace("%f {in_bounds = [true]}", "%f, %m {in_bounds = [true]}")
-    )
-    masked = masked.replace(
-        "%c0 = arith.constant 0 : index",
-        "%c0 = arith.constant 0 : index\n  %m = vector.constant_mask [2] : vector<4xi1>",
-    )
-    module = ir.Module.parse(masked, context(unregistered=True))
+    module = ir.Module.parse(MASKED, context(unregistered=True))
     func = module.body.operations[0].operation
     assert matmul.kernel_refusal(func, params) is None
     assert matmul.kernel_refusal(func, replace(params, ragged=None)) is None

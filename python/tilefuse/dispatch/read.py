@@ -244,6 +244,9 @@ def _defining_op_name(v: ir.Value) -> str | None:
     return op.name if op is not None else None
 
 
+PUSH_CONSTANT_SOURCES = ("hal.interface.constant.load", "arith.constant")
+
+
 def _push_constant_scalars(top: list[ir.Operation]) -> list[ir.Operation]:
     """The ops among `top` that compute scalars from push constants alone
     (hal.interface.constant.load, constants, other such ops): a binding's
@@ -267,9 +270,6 @@ def _push_constant_scalars(top: list[ir.Operation]) -> list[ir.Operation]:
         ):
             found.append(op)
     return found
-
-
-PUSH_CONSTANT_SOURCES = ("hal.interface.constant.load", "arith.constant")
 
 
 def _analyse(func, executable: str) -> Dispatch:
@@ -362,7 +362,8 @@ def _describe_root_cast(d: Dispatch, op: ir.Operation) -> Dispatch:
     """`d` with its root the all-parallel generic that
     convert-elementwise-to-linalg writes for `op`: the op's operands in,
     its result out, every map the identity."""
-    rank = len(ir.RankedTensorType(op.results[0].type).shape)
+    shape = list(ir.RankedTensorType(op.results[0].type).shape)
+    rank = len(shape)
     identity = ir.AffineMap.get_identity(rank, op.context)
     operands = [*op.operands, *op.results]
     d.root_cast = op.name
@@ -373,7 +374,7 @@ def _describe_root_cast(d: Dispatch, op: ir.Operation) -> Dispatch:
     d.input_producers = [_defining_op_name(v) for v in op.operands]
     d.output_maps_identity = True
     d.root_maps = [identity] * len(operands)
-    d.loop_ranges = list(ir.RankedTensorType(op.results[0].type).shape)
+    d.loop_ranges = shape
     d.input_inner_dims = [rank - 1 if rank else None] * len(d.inputs)
     d.input_maps_identity = [True] * len(d.inputs)
     d.lane_strides_by_loop = [

@@ -340,34 +340,30 @@ class FuncPlan:
         why = pads.group_refusal(self.graph, merged, kind, self._pad_shape_refusal)
         if why:
             return why
-        if kind in ("row-reduction", "column-reduction"):
-            outs = self.graph.outputs_of(merged)
-            if len(outs) > 1 and any(self.graph.nodes[i].cls != "reduce" for i in outs):
-                return MIXED_RESULTS.format(kind=kind)
+        outs = self.graph.outputs_of(merged)
+        mixed = len(outs) > 1 and any(self.graph.nodes[i].cls != "reduce" for i in outs)
+        if kind in ("row-reduction", "column-reduction") and mixed:
+            return MIXED_RESULTS.format(kind=kind)
         if kind == "column-reduction" and (
             sum(self.graph.nodes[i].cls == "reduce" for i in merged) > 1
         ):
             return SEVERAL_REDUCES.format(kind=kind)
         if kind == "loop":
             # Unit dims aside: [4, 16, 1] and [4, 16] are one iteration space.
-            shapes = {
-                tuple(d for d in self.graph.nodes[i].shape if d != 1)
-                for i in self.graph.outputs_of(merged)
-            }
+            shapes = {tuple(d for d in self.graph.nodes[i].shape if d != 1) for i in outs}
             if len(shapes) > 1:
                 return MIXED_SHAPES.format(shapes=sorted(list(s) for s in shapes))
-        if kind == "row-reduction":
-            outs = self.graph.outputs_of(merged)
+        if kind == "row-reduction" and len(outs) > 1:
             integer = any(
                 try_cast(ir.IntegerType, element_type(self.graph.nodes[i].result_type()))
                 is not None
                 for i in outs
             )
-            if len(outs) > 1 and (self.target.backend == "cuda" or integer):
+            if self.target.backend == "cuda" or integer:
                 return SEVERAL_ROW_RESULTS.format(kind=kind, n=len(outs))
         if any(
             self.graph.nodes[i].name == "stablehlo.reshape" and self.graph.nodes[i].shape == []
-            for i in self.graph.outputs_of(merged)
+            for i in outs
         ):
             return SCALAR_RESHAPE.format(kind=kind)
         if kind in REDUCTION_KINDS:

@@ -17,6 +17,7 @@ than a barrier and a workgroup-memory round trip (docs/findings.md, 'The
 transpose kernel on lavapipe').
 """
 
+import math
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -112,7 +113,7 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
     tiles = tuple(
         ta if dim == a else tb if dim == b else 0 if dim in whole else 1 for dim in range(rank)
     )
-    counts = [-(-sizes[dim] // tiles[dim]) for dim in range(rank) if tiles[dim]]
+    counts = [math.ceil(sizes[dim] / tiles[dim]) for dim in range(rank) if tiles[dim]]
     grid = tuple(reversed(counts)) + (1,) * (3 - len(counts))
     why = target.grid_refusal(grid)
     if why:
@@ -140,12 +141,11 @@ def plan(d: Dispatch, target: Target) -> tuple[TransposeParams | None, str]:
         padded=padded,
     )
     tile = f"a {ta}x{tb + 1} workgroup tile (padded)" if padded else f"a {ta}x{tb} workgroup tile"
-    edges = (
-        f", the edge tiles of {sizes[a]} x {sizes[b]} masked"
-        + ("" if padded else " (unpadded: SPIR-V cannot take the static buffer padding needs)")
-        if ragged
-        else ""
-    )
+    edges = ""
+    if ragged:
+        edges = f", the edge tiles of {sizes[a]} x {sizes[b]} masked"
+        if not padded:
+            edges += " (unpadded: SPIR-V cannot take the static buffer padding needs)"
     return params, (
         f"input {i} read across the output's rows: staged through {tile}, coalesced "
         f"reads and writes{edges}"
