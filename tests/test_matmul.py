@@ -171,18 +171,11 @@ def test_dims_without_small_divisors_are_reported():
 def test_ragged_f16_on_vulkan(m, k, n, epilogue):
     """f16 throughout, accumulated in f16 as the program asks: the bound of
     test_f16_and_bf16_on_vulkan (2 eps sqrt(K) max|A @ B|)."""
-    np_type, eps = LOW_PRECISION["f16"]
     module = tilefuse.compile(program(m, k, n, epilogue).replace("f32", "f16"), target="vulkan")
     (report,) = module.reports
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
     assert " ragged " in report.params, report.line()
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal(s).astype(np_type) for s in ((m, k), (k, n)))
-    c, r = rng.standard_normal(n).astype(np_type), rng.standard_normal((m, n)).astype(np_type)
-    a64, b64, c64, r64 = (x.astype(np.float64) for x in (a, b, c, r))
-    want = reference(a64, b64, c64, r64, epilogue)
-    err = np.max(np.abs(module.main(a, b, c, r).astype(np.float64) - want))
-    assert err <= 2 * eps * np.sqrt(k) * np.max(np.abs(a64 @ b64)), err
+    check_low_precision(module, "f16", m, k, n, epilogue)
 
 
 # Ragged tiles (the script's @tilefuse_matmul_ragged): shapes whose exact
@@ -336,10 +329,16 @@ def test_f16_and_bf16_on_vulkan(dtype, m, k, n, epilogue):
     IREE cannot compile the bf16 one for lavapipe). Bound: 2 eps sqrt(K)
     max|A @ B| (a lost K chunk or a misplaced row errs by about max|A @ B|;
     the epilogues do not magnify errors)."""
-    np_type, eps = LOW_PRECISION[dtype]
     module = tilefuse.compile(program(m, k, n, epilogue).replace("f32", dtype), target="vulkan")
     (report,) = module.reports
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    check_low_precision(module, dtype, m, k, n, epilogue)
+
+
+def check_low_precision(module, dtype, m, k, n, epilogue):
+    """The module against float64 numpy on random 16-bit inputs, within
+    2 eps sqrt(K) max|A @ B|."""
+    np_type, eps = LOW_PRECISION[dtype]
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(np_type) for s in ((m, k), (k, n)))
     c, r = rng.standard_normal(n).astype(np_type), rng.standard_normal((m, n)).astype(np_type)
