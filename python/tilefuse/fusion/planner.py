@@ -123,6 +123,30 @@ def reshaped_contraction(node) -> bool:
     return any(len(extents) > 1 for extents in _free_extents(node))
 
 
+# Measured on the corpus (gpt2_block, after hlo/dot_layouts.py put q k^T in
+# matmul layout): a dot_general with batch dims [batch, heads] becomes, in a
+# region, linalg.batch_matmul over the collapsed batch and an expand_shape
+# before its epilogue; IREE's SPIR-V codegen fails on the epilogue's store
+# behind it ("write affecting operations on global resources are restricted
+# to workgroup distributed contexts"). IREE's own formation collapses the
+# epilogue too, and the matmul kernel takes that dispatch. A bare contraction
+# (p @ v) has no epilogue behind the reshape and stays in its group.
+BATCHES_RESHAPED = (
+    "dot_general with several batch dims and an epilogue: ops left to IREE, which "
+    "collapses the batch dims of the epilogue too (in a region a reshape stays between them)"
+)
+
+
+def batches_reshaped(graph: FuncGraph, g: Group) -> bool:
+    """The group's contraction has several batch dims and ops after it."""
+    hero = graph.nodes[g.hero]
+    if hero.name != "stablehlo.dot_general":
+        return False
+    if len(dot_numbers(hero.op)["lhs_batching_dimensions"]) < 2:
+        return False
+    return any(graph.nodes[i].cls != "constant" for i in g.members if i != g.hero)
+
+
 def unit_free_dim_contraction(node) -> bool:
     """A dot_general with a free dim of extent 1 (M = 1 or N = 1: a
     vector-matrix product). IREE rewrites it as linalg.vecmat / matvec and
@@ -511,6 +535,9 @@ def plan_function(
         elif g.outlined and g.kind == "matmul" and reshaped_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = RESHAPED_FALLBACK
+        elif g.outlined and g.kind == "matmul" and batches_reshaped(graph, g):
+            g.outlined = False
+            g.why_not_outlined = BATCHES_RESHAPED
         elif g.outlined and g.kind == "matmul" and unit_free_dim_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = UNIT_DIM_FALLBACK
@@ -532,6 +559,9 @@ def plan_function(
 # its consumer; a region of its own costs a dispatch (corpus conv_bn_relu: the
 # batch-norm scale rsqrt(var + eps) beside a convolution left to IREE: three
 # dispatches where IREE has two).
+# Not a group that slices: IREE copies a strided slice in a dispatch of its
+# own (slow_memcpy) instead of fusing it into the reader (corpus gpt2_block:
+# the head split of a qkv projection, a copy and a transpose per head).
 FEEDS_IREE = "read only by ops IREE forms dispatches for ({ops}): IREE fuses it into them"
 # A transpose or elementwise epilogue of a contraction IREE forms: its global
 # optimizations fold a transpose into the contraction and its dispatch
@@ -556,7 +586,7 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
             users = {u for i in members for u in graph.nodes[i].users} - members
             returned = any(graph.nodes[i].returned for i in members)
             feeds = users and not users & outlined and not returned and _stablehlo(graph, users)
-            if g.kind == "loop" and feeds:
+            if g.kind == "loop" and feeds and not _slices(graph, members):
                 ops = sorted({graph.nodes[u].name.removeprefix("stablehlo.") for u in users})
                 g.why_not_outlined = FEEDS_IREE.format(ops=", ".join(ops))
             elif _after_iree_contraction(graph, members, outlined, epilogues):
@@ -566,6 +596,11 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
                 continue
             g.outlined = False
             changed = True
+
+
+def _slices(graph: FuncGraph, members: set[int]) -> bool:
+    """The group slices a tensor."""
+    return any(graph.nodes[i].name == "stablehlo.slice" for i in members)
 
 
 def _stablehlo(graph: FuncGraph, nodes: set[int]) -> bool:

@@ -3,6 +3,7 @@
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
+    dot_layouts.py operand transposes of a dot_general moved into their producers
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
     scalars.py    reductions to a scalar as reductions of rows
@@ -20,7 +21,16 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from ..targets import Target
-from . import argminmax, broadcasts, column_splits, minmax, scalars, split_k, unit_reduces
+from . import (
+    argminmax,
+    broadcasts,
+    column_splits,
+    dot_layouts,
+    minmax,
+    scalars,
+    split_k,
+    unit_reduces,
+)
 from .normalize import normalize
 from .ops import SPLIT_STEP
 
@@ -48,6 +58,7 @@ def _any_target(rewrite: Callable[[ir.Operation], list[str]]):
 FUNCTION_REWRITES = (
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
     FunctionRewrite("unit_reduces", lambda t: True, _any_target(unit_reduces.rewrite_function)),
+    FunctionRewrite("dot_layouts", lambda t: t.is_gpu, _any_target(dot_layouts.rewrite_function)),
     FunctionRewrite("argminmax", lambda t: t.is_gpu, _any_target(argminmax.rewrite_function)),
     FunctionRewrite(
         "minmax",

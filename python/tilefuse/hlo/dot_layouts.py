@@ -1,0 +1,194 @@
+"""Operand transposes of a dot_general moved into the ops that produce them.
+
+A dot_general that contracts k over its last dim (attention's q k^T, with q
+and k as [batch, heads, seq, head_dim]) is not in matmul layout: in a fusion
+region IREE converts it into linalg.transpose + batch_matmul, and the planner
+leaves such a contraction to IREE's own formation (planner.TRANSPOSED_FALLBACK).
+There IREE folds the transpose into the contraction's indexing map, but not
+into the ops before it: the head split feeding k (slice, reshape, transpose
+of the qkv projection; or RoPE) becomes one or two dispatches of its own, and
+the contraction a third on IREE's kernels (corpus gpt2_block: a strided copy
+and a transpose per operand).
+
+When the operand is computed by ops that are a dispatch anyway (an
+elementwise op, or a slice IREE would copy, reached through index ops each
+read once), the layout change costs nothing there: the operand is
+transposed into matmul layout where it is produced,
+
+    dot_general(q, k, batching [0, 1] x [0, 1], contracting [3] x [3])
+      -> dot_general(q, transpose(k, [0, 1, 3, 2]), contracting [3] x [2])
+
+and a transpose already producing it is composed with the new one (one
+transpose, not two). The planner then fuses the transpose into the
+producer's loop group (a transposed write) and the contraction, now plain,
+into a matmul group with its epilogue. The result is the same tensor: the
+free dims keep their order.
+
+An operand read straight from an argument or another contraction keeps its
+layout (IREE folds the transposition into the contraction's map, where a
+transpose here would be a dispatch of its own), and so does one with other
+readers; the log says which and why.
+"""
+
+from iree.compiler import ir
+
+from ..frontend import location_text
+from .ops import dot_numbers, op_class, shape_of
+
+# Index ops a layout change may look through on the way to the producer.
+VIEWS = {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"}
+
+
+def plain_order(numbers: dict[str, list[int]], rank: int, side: str) -> list[int]:
+    """The dims of operand `side` ("lhs" or "rhs") in matmul layout: batch
+    dims, then for lhs its free dims and the contracting dims, for rhs the
+    contracting dims and its free dims."""
+    batch = numbers[f"{side}_batching_dimensions"]
+    contracting = numbers[f"{side}_contracting_dimensions"]
+    free = [d for d in range(rank) if d not in batch and d not in contracting]
+    return batch + (free + contracting if side == "lhs" else contracting + free)
+
+
+def _free_extents(numbers: dict[str, list[int]], shape: list[int], side: str) -> int:
+    """How many free dims of extent above 1 operand `side` has, or -1 when it
+    has a free dim of extent 1 (a vector-matrix product)."""
+    taken = numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
+    free = [shape[d] for d in range(len(shape)) if d not in taken]
+    return -1 if 1 in free else len(free)
+
+
+def _single_use(v: ir.Value) -> bool:
+    return sum(1 for _ in v.uses) == 1
+
+
+def _producer(v: ir.Value) -> ir.Operation | None:
+    owner = v.owner
+    return owner.operation if isinstance(owner, ir.OpView | ir.Operation) else None
+
+
+def produced_in_a_dispatch(v: ir.Value) -> str | None:
+    """Why transposing `v` where it is produced would add a dispatch, or
+    None: `v` and every view on the way are read once, and the chain of
+    views reaches an elementwise op or a slice."""
+    while True:
+        if not _single_use(v):
+            return "it has other readers"
+        op = _producer(v)
+        if op is None:
+            return "it is an argument"
+        if op.name == "stablehlo.slice" or op_class(op.name) == "elementwise":
+            return None
+        if op.name not in VIEWS:
+            return f"it comes from {op.name}"
+        v = op.operands[0]
+
+
+def _transpose(v: ir.Value, perm: list[int], ip: ir.InsertionPoint, loc) -> ir.Value:
+    """transpose(v, perm), composed with a transpose producing `v` (read
+    only here), which then goes."""
+    inner = _producer(v)
+    if inner is not None and inner.name == "stablehlo.transpose" and _single_use(v):
+        first = list(ir.DenseI64ArrayAttr(inner.attributes["permutation"]))
+        perm = [first[p] for p in perm]
+        source = inner.operands[0]
+    else:
+        inner, source = None, v
+    if perm == list(range(len(perm))):
+        result = source
+    else:
+        shape = shape_of(source.type)
+        element = ir.ShapedType(source.type).element_type
+        result = ir.Operation.create(
+            "stablehlo.transpose",
+            results=[ir.RankedTensorType.get([shape[p] for p in perm], element)],
+            operands=[source],
+            attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)},
+            loc=loc,
+            ip=ip,
+        ).results[0]
+    return result
+
+
+def rewrite_function(func: ir.Operation) -> list[str]:
+    """Put the operands of every dot_general of `func` that is not in matmul
+    layout into it where they are produced, in place; one log line per
+    dot_general changed or left."""
+    log = []
+    dots = [
+        o.operation
+        for o in func.regions[0].blocks[0].operations
+        if o.operation.name == "stablehlo.dot_general"
+    ]
+    for op in dots:
+        numbers = dot_numbers(op)
+        if len(numbers["lhs_contracting_dimensions"]) != 1:
+            continue
+        shapes = [shape_of(v.type) or [] for v in op.operands]
+        ranks = [len(shape) for shape in shapes]
+        if any(_free_extents(numbers, shape, s) != 1 for s, shape in zip(("lhs", "rhs"), shapes)):
+            continue  # the planner leaves it to IREE in any layout
+        orders = {s: plain_order(numbers, r, s) for s, r in zip(("lhs", "rhs"), ranks)}
+        moved = {s: order != list(range(len(order))) for s, order in orders.items()}
+        if not any(moved.values()):
+            continue
+        where = location_text(op.location)
+        why = {
+            s: produced_in_a_dispatch(v) for s, v in zip(("lhs", "rhs"), op.operands) if moved[s]
+        }
+        refused = [f"{s}: {w}" for s, w in why.items() if w]
+        if refused:
+            log.append(
+                f"dot_general at {where} keeps its operand layout ({'; '.join(refused)}): "
+                "IREE folds the transposition into the contraction"
+            )
+            continue
+        with op.location:
+            _make_plain(op, numbers, orders, moved, ranks)
+        sides = " and ".join(s for s in ("lhs", "rhs") if moved[s])
+        log.append(
+            f"dot_general at {where}: {sides} transposed into matmul layout where "
+            "produced (the contraction reads them as they are stored)"
+        )
+    return log
+
+
+def _make_plain(
+    op: ir.Operation,
+    numbers: dict[str, list[int]],
+    orders: dict[str, list[int]],
+    moved: dict[str, bool],
+    ranks: list[int],
+) -> None:
+    """Replace `op` by a dot_general in matmul layout reading its operands
+    transposed (orders) where `moved` says."""
+    ip = ir.InsertionPoint(op)
+    operands = [
+        _transpose(v, orders[s], ip, op.location) if moved[s] else v
+        for s, v in zip(("lhs", "rhs"), op.operands)
+    ]
+    batch = len(numbers["lhs_batching_dimensions"])
+    dims = ", ".join(
+        f"{key} = [{', '.join(map(str, value))}]"
+        for key, value in (
+            ("lhs_batching_dimensions", list(range(batch))),
+            ("rhs_batching_dimensions", list(range(batch))),
+            ("lhs_contracting_dimensions", [ranks[0] - 1]),
+            ("rhs_contracting_dimensions", [batch]),
+        )
+    )
+    attributes = {name: op.attributes[name] for name in op.attributes}
+    attributes["dot_dimension_numbers"] = ir.Attribute.parse(f"#stablehlo.dot<{dims}>")
+    plain = ir.Operation.create(
+        "stablehlo.dot_general",
+        results=[op.results[0].type],
+        operands=operands,
+        attributes=attributes,
+        loc=op.location,
+        ip=ip,
+    )
+    op.results[0].replace_all_uses_with(plain.results[0])
+    old = [_producer(v) for v in op.operands]
+    op.erase()
+    for producer in old:  # a transpose composed into the new one
+        if producer is not None and not any(True for r in producer.results for _ in r.uses):
+            producer.erase()
