@@ -1,6 +1,7 @@
 """StableHLO rewrites run before fusion planning, in one ordered list.
 
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
+    fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
     dot_layouts.py operand transposes of a dot_general moved into their producers
@@ -26,6 +27,7 @@ from . import (
     broadcasts,
     column_splits,
     dot_layouts,
+    fold_scalars,
     minmax,
     scalars,
     split_k,
@@ -50,12 +52,14 @@ def _any_target(rewrite: Callable[[ir.Operation], list[str]]):
     return lambda func, target: rewrite(func)
 
 
-# In this order: broadcast chains first, so that every later rewrite and the
+# In this order: scalars on constants folded first (a select they decide
+# goes), then broadcast chains, so that every later rewrite and the
 # planner see a reduction's result broadcast directly; reductions that reduce
 # nothing are gone before any rewrite counts reductions; a float max to a
 # scalar (scalars) is split as the integer max of its keys (minmax), decoded
 # once at the end; column reductions are split last, on the rewritten ops.
 FUNCTION_REWRITES = (
+    FunctionRewrite("fold_scalars", lambda t: True, _any_target(fold_scalars.rewrite_function)),
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
     FunctionRewrite("unit_reduces", lambda t: True, _any_target(unit_reduces.rewrite_function)),
     FunctionRewrite("dot_layouts", lambda t: t.is_gpu, _any_target(dot_layouts.rewrite_function)),
