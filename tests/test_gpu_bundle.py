@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from support import run_cli
 from tilefuse.bench import bundle as bundle_module
 from tilefuse.bench.bundle import write_bundle
 from tilefuse.bench.gpu import hbm_peak
@@ -187,3 +188,20 @@ def test_runner_refuses_a_directory_that_is_not_a_bundle(tmp_path):
     )
     assert run.returncode == 1
     assert run.stderr.strip() == f"error: no manifest.json in {tmp_path}: not a bundle"
+
+
+def test_bench_run_takes_the_runners_options(tmp_path):
+    """`tilefuse bench --run` forwards what the runner module takes: here no
+    peers and no copy reference (their default on cuda: both)."""
+    add = tmp_path / "add_f32.mlir"
+    add.write_text(ADD)
+    out = write_bundle([str(add)], BenchOptions(target="vulkan"), tmp_path / "b")
+    run = run_cli(
+        "bench", "--run", str(out), "--device", "vulkan", "--repeats", "1", "--warmup", "0",
+        "--peers", "xla", "--copy-mib", "0",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    (model,) = results["models"]
+    assert model["numerics"].startswith("ok") and model["xla"]["status"] == "ok", model
+    assert "inductor" not in model and "copy" not in results, results

@@ -289,7 +289,9 @@ def cmd_bench(args) -> None:
         from .bench import gpu
 
         bundle = Path(args.run_bundle)
-        run = gpu.run_and_report(bundle, args.device, args.repeats, args.warmup)
+        run = gpu.run_and_report(
+            bundle, args.device, args.repeats, args.warmup, **gpu.run_options(args)
+        )
         if gpu.failed(run):
             raise TilefuseError(f"numerics failed for {', '.join(gpu.failed(run))}")
         return
@@ -539,8 +541,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--run",
         dest="run_bundle",
         metavar="DIR",
-        help="run a --bundle directory on this machine's device and write DIR/results.json",
+        help="run a --bundle directory on this machine's device and write DIR/results.json "
+        "(with the options below, as `python -m tilefuse_run.bench.gpu DIR` takes them)",
     )
+    from .bench.gpu import add_run_options
+
+    add_run_options(b.add_argument_group("bundle runs (--run)"))
     b.set_defaults(func=cmd_bench)
 
     t = sub.add_parser(

@@ -741,16 +741,9 @@ def failed(run: dict) -> list[str]:
     return [r["name"] for r in run["models"] if r["numerics"].startswith("FAIL")]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m tilefuse_run.bench.gpu",
-        description="run a `tilefuse bench --bundle` directory on this machine's device",
-    )
-    p.add_argument("bundle", help="the bundle directory (holds manifest.json)")
-    p.add_argument("--device", help="IREE runtime device (default: the manifest's)")
-    p.add_argument("--repeats", type=int, default=20, help="timed calls per compiler (median)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls per compiler first")
-    p.add_argument("--out", help=f"results file (default: BUNDLE/{RESULTS})")
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options of a bundle run beyond device, repeats and warm-up: this
+    module's command line and `tilefuse bench --run` take the same."""
     p.add_argument(
         "--copy-mib",
         type=int,
@@ -785,13 +778,34 @@ def main(argv=None) -> int:
         help="also time every kernel: each compiler's timing module runs once under Nsight "
         "Compute (PATH: the ncu executable, default ncu on PATH)",
     )
+
+
+def run_options(args: argparse.Namespace) -> dict:
+    """run_and_report's keyword arguments from add_run_options' options."""
+    return {
+        "peers": None if args.peers is None else [x for x in args.peers.split(",") if x],
+        "copy_bytes": args.copy_mib * 2**20,
+        "torch_options": TorchOptions(args.torch_device, args.inductor_backend, args.inductor_mode),
+        "ncu": args.ncu,
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m tilefuse_run.bench.gpu",
+        description="run a `tilefuse bench --bundle` directory on this machine's device",
+    )
+    p.add_argument("bundle", help="the bundle directory (holds manifest.json)")
+    p.add_argument("--device", help="IREE runtime device (default: the manifest's)")
+    p.add_argument("--repeats", type=int, default=20, help="timed calls per compiler (median)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls per compiler first")
+    p.add_argument("--out", help=f"results file (default: BUNDLE/{RESULTS})")
+    add_run_options(p)
     # The child process that --ncu profiles: one call of one timing module.
     p.add_argument("--only", help=argparse.SUPPRESS)
     p.add_argument("--compiler", choices=COMPILERS, help=argparse.SUPPRESS)
     p.add_argument("--single-call", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    peers = None if args.peers is None else [x for x in args.peers.split(",") if x]
-    torch_options = TorchOptions(args.torch_device, args.inductor_backend, args.inductor_mode)
     try:
         out = Path(args.out) if args.out else None
         bundle = Path(args.bundle)
@@ -801,15 +815,7 @@ def main(argv=None) -> int:
             single_call(bundle, args.only, args.compiler, args.device)
             return 0
         run = run_and_report(
-            bundle,
-            args.device,
-            args.repeats,
-            args.warmup,
-            peers,
-            out,
-            args.copy_mib * 2**20,
-            torch_options,
-            args.ncu,
+            bundle, args.device, args.repeats, args.warmup, out=out, **run_options(args)
         )
     except TilefuseError as e:
         print(f"error: {e}", file=sys.stderr)
