@@ -120,3 +120,35 @@ def test_attention_scores_on_lavapipe(scale_k):
     want = (q @ k.transpose(0, 1, 3, 2)) / 4
     got = module.main(qkv)
     assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want))
+
+
+T = "tensor<2x8x4x16xf32>"
+S = "tensor<2x4x8x8xf32>"
+
+
+@pytest.mark.parametrize("epilogue", [False, True])
+def test_heads_inner_einsum_on_lavapipe(epilogue):
+    """einsum('bthd,bshd->bhts') on computed q and k (batch dims not
+    leading on either side): both are transposed where produced."""
+    lines = [
+        f"func.func @main(%x: {T}, %y: {T}) -> {S} {{",
+        f"%two = stablehlo.constant dense<2.0> : {T}",
+        f"%q = stablehlo.multiply %x, %two : {T}",
+        f"%k = stablehlo.add %y, %two : {T}",
+        (
+            f"%s = stablehlo.dot_general %q, %k, batching_dims = [0, 2] x [0, 2],"
+            f" contracting_dims = [3] x [3] : ({T}, {T}) -> {S}"
+        ),
+        f"%half = stablehlo.constant dense<0.5> : {S}",
+        f"%r = stablehlo.multiply %s, %half : {S}",
+        f"return {'%r' if epilogue else '%s'} : {S}",
+    ]
+    result = tilefuse.compile_program("\n  ".join(lines) + "\n}\n", "vulkan")
+    assert any("lhs and rhs transposed into matmul layout" in line for line in result.fusion.log)
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert all(r.status == "applied" for r in module.reports), [r.line() for r in module.reports]
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((2, 8, 4, 16)).astype(np.float32) for _ in range(2))
+    want = np.einsum("bthd,bshd->bhts", 2.0 * x.astype(np.float64), y + 2.0)
+    want = want * 0.5 if epilogue else want
+    assert np.max(np.abs(module.main(x, y) - want)) <= 1e-5 * np.max(np.abs(want))
