@@ -513,6 +513,21 @@ module attributes {transform.with_named_sequence} {
     transform.apply_patterns to %vfunc {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
+    // The cut once more: an unmasked 1-D read of a whole tile (a bias along
+    // N that needs no pad) is read t wide and only sliced into row pieces
+    // after canonicalization has moved the slices of its broadcast onto it;
+    // now those slices let the unroll cut the read itself into v-wide reads.
+    // (A bf16 read 8 wide is loaded by IREE's SPIR-V lowering as
+    // vector<4xf32> and bitcast in halves to vector<4xbf16>, a
+    // vector.bitcast that its bf16 emulation leaves and SPIR-V cannot
+    // legalize; 4 wide it is loaded as bf16 and emulated. Masked reads are
+    // not cut: the unroll patterns skip them.)
+    transform.apply_patterns to %vfunc {
+      transform.apply_patterns.gpu.unroll_vectors_subgroup_mma [1, 4, 1] {tilefuse.param = "r_unroll"}
+    } : !transform.any_op
+    transform.apply_patterns to %vfunc {
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
     transform.apply_patterns to %vfunc {
       transform.apply_patterns.vector.lower_masks
     } : !transform.any_op

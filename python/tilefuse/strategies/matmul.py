@@ -26,7 +26,7 @@ This first version takes what it can compile right and reports the rest:
   thread, vectors narrower than VECTOR, or no tiling at all), ragged tiles
   instead (ragged_params): t x t per thread whatever M, N and K, the
   edges masked inside the dispatch (the script's @tilefuse_matmul_ragged),
-  for f32 contractions with an M loop;
+  for f32, f16 and bf16 contractions (one type throughout) with an M loop;
 - the chooser's tiling, or the one `tilefuse tune` measured fastest for
   this contraction (strategies/tuning.py).
 """
@@ -276,10 +276,13 @@ def _ragged_refusal(d: Dispatch) -> str | None:
         return "one row (a vector-matrix product)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
     types |= {o.element_type for o in d.inputs} | {o.element_type for o in d.outputs}
-    if types not in ({"f32"}, {"f16"}):
-        # bf16 fails to lower in it ("failed to legalize operation
-        # 'vector.bitcast'" of vector<4xbf16>): the exact kernel keeps it.
-        return f"{'/'.join(sorted(types))} operands: f32 or f16 throughout"
+    if types not in ({"f32"}, {"f16"}, {"bf16"}):
+        # One element type throughout (accumulated in it, as the exact
+        # kernel does): the script finds the epilogue inputs' pads by their
+        # padded type in it (Ragged.element). bf16 needed its unmasked reads
+        # cut to 4 wide (the script's R9; docs/findings.md, 'Ragged tiles
+        # for bf16').
+        return f"{'/'.join(sorted(types))} operands: f32, f16 or bf16 throughout"
     return None
 
 
