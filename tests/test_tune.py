@@ -9,7 +9,8 @@ import numpy as np
 import tilefuse
 from test_matmul import program, reference
 from tilefuse.bench.tune import tune
-from tilefuse.strategies import tuning
+from tilefuse.strategies import matmul, tuning
+from tilefuse.targets import load_target
 
 SIGNATURE = "B[]M[64]N[128]K[64] f32xf32->f32 AkBn epilogue"
 
@@ -62,3 +63,44 @@ def test_tune_writes_an_entry_the_next_compile_reads(tmp_path):
     assert len(entry["candidates"]) == 3 and entry["default_seconds"] == tuned.seconds[0]
     (report,) = tilefuse.compile_program(program(64, 64, 128), "vulkan", tuning=cache).reports
     assert "(tuned:" in report.reason, report.line()
+
+
+RAGGED_SIGNATURE = "B[]M[100]N[101]K[99] f32xf32->f32 AkBn epilogue"
+
+
+def test_ragged_tilings_are_candidates_and_a_tuned_one_is_taken(tmp_path):
+    """100x99x101 has no exact tiling worth keeping: the ragged tilings are
+    the candidates (the chooser's 8x8 per thread first, then 4x4 and half
+    the threads), the exact ones after them; a cache naming 4x4 gets it."""
+    result = tilefuse.compile_program(
+        program(100, 99, 101), "vulkan", tuning=tmp_path / "none.json"
+    )
+    (choice,) = result.compilation.choices
+    options = matmul.candidates(choice.dispatch, load_target("vulkan"))
+    choices = [matmul.choice_of(p) for p in options]
+    assert choices[0] == {"thread_tile": [8, 8], "threads": [8, 8], "ragged": True}, choices
+    assert {"thread_tile": [4, 4], "threads": [8, 8], "ragged": True} in choices
+    assert any("ragged" not in c for c in choices)  # the exact tilings too
+    cache = tmp_path / "tuning.json"
+    entry = {
+        "choice": choices[choices.index({"thread_tile": [4, 4], "threads": [8, 8], "ragged": True})]
+    }
+    tuning.record(cache, "vulkan", "matmul", RAGGED_SIGNATURE, {**entry, "seconds": 1.0})
+    result = tilefuse.compile_program(program(100, 99, 101), "vulkan", tuning=cache)
+    (report,) = result.reports
+    assert "thread=[4, 4] ragged" in report.params and "(tuned:" in report.reason, report.line()
+    run(tilefuse.CompiledModule(result.vmfb, "vulkan"), m=100, k=99, n=101)
+
+
+def test_ragged_grid_fills_the_gpu_first():
+    """On a target that names its multiprocessors the chooser's ragged
+    tiling is the first whose grid has a workgroup for each (197x768 in
+    64x64 tiles is 48 workgroups, 32x32 tiles 168 of sm_80's 108)."""
+    result = tilefuse.compile_program(program(197, 768, 768), "vulkan")
+    (choice,) = result.compilation.choices
+    cuda = load_target("cuda")
+    (first, *_) = matmul.candidates(choice.dispatch, cuda)
+    grid = first.launch.grid
+    assert first.ragged and grid[0] * grid[1] >= cuda.multiprocessors > 48, matmul.describe(first)
+    (on_vulkan, *_) = matmul.candidates(choice.dispatch, load_target("vulkan"))
+    assert on_vulkan.thread_tile == (8, 8)  # lavapipe names none: the largest tile

@@ -27,8 +27,10 @@ This first version takes what it can compile right and reports the rest:
   instead (ragged_params): t x t per thread whatever M, N and K, the
   edges masked inside the dispatch (the script's @tilefuse_matmul_ragged),
   for f32, f16 and bf16 contractions (one type throughout) with an M loop;
+  on a GPU that names its multiprocessors, a ragged grid that fills them
+  first (ragged_options);
 - the chooser's tiling, or the one `tilefuse tune` measured fastest for
-  this contraction (strategies/tuning.py).
+  this contraction (strategies/tuning.py), exact or ragged.
 """
 
 import math
@@ -319,30 +321,64 @@ def _thread_extent_dynamic(extent: int, tile: int, threads: int) -> bool:
     return len({max(0, min(share, extent - i * share)) for i in range(threads)}) > 1
 
 
+def ragged_options(d: Dispatch, target: Target, exact_exists: bool) -> list[tuple[int, int, int]]:
+    """(t, threads y, threads x) of the ragged tilings for this contraction,
+    the chooser's first: t = 8 or 4 (4 alone for small M or N), up to 8 x 8
+    threads, the largest tile whose workgroup fills a subgroup first (as the
+    exact chooser does); then half the threads along either dim (what
+    `tilefuse tune` times beside it). Where no workgroup fills a subgroup
+    (a small matrix, 32-wide warps) the smallest tile, and only when no
+    exact tiling exists."""
+    (c,) = d.contractions
+    m, n = c.m[0], c.n[0]
+    sizes = (8, 4) if min(m, n) >= 16 else (4,)
+    first = [
+        (t, min(RAGGED_THREADS, math.ceil(m / t)), min(RAGGED_THREADS, math.ceil(n / t)))
+        for t in sizes
+    ]
+    full = [o for o in first if o[1] * o[2] >= target.subgroup_size]
+    if not full:
+        return [] if exact_exists else first[-1:]
+    options = list(full)
+    for t, y, x in full:
+        for half in ((t, max(1, y // 2), x), (t, y, max(1, x // 2))):
+            if half[1] * half[2] >= target.subgroup_size and half not in options:
+                options.append(half)
+    if target.multiprocessors > 0:
+        # A grid with fewer workgroups than the GPU has multiprocessors
+        # leaves some idle (197x768 in 64x64 tiles: 48 of sm_80's 108):
+        # such tilings go last, in the same order (197x768 then takes 4x4
+        # per thread in 32x32 tiles, 168 workgroups). A guess from the
+        # grid alone, not measured on a GPU.
+        batch = c.batch[0] if c.batch else 1
+
+        def workgroups(o):
+            t, y, x = o
+            return math.ceil(m / (t * y)) * math.ceil(n / (t * x)) * batch
+
+        options.sort(key=lambda o: workgroups(o) < target.multiprocessors)
+    return options
+
+
 def ragged_params(
-    d: Dispatch, target: Target, exact_exists: bool = False
+    d: Dispatch,
+    target: Target,
+    exact_exists: bool = False,
+    option: tuple[int, int, int] | None = None,
 ) -> tuple[MatmulParams | None, str]:
-    """The ragged kernel's parameters (a t x t tile per thread, t = 8 or 4
-    for small M or N, up to 8 x 8 threads, K step 4), or None and why not.
-    A heuristic apart from the script: the edges of M, N and K are masked
-    inside the dispatch, so any shape takes the same register tile."""
+    """The ragged kernel's parameters for `option` (one of ragged_options;
+    default the chooser's), or None and why not. A heuristic apart from the
+    script: the edges of M, N and K are masked inside the dispatch, so any
+    shape takes the same register tile (K step 4)."""
     why = _ragged_refusal(d)
     if why:
         return None, why
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
-    # The largest tile whose workgroup fills a subgroup (as the exact
-    # chooser does); where none does (a small matrix, 32-wide warps) ragged
-    # tiles are taken only if no exact tiling exists.
-    sizes = (8, 4) if min(m, n) >= 16 else (4,)
-    options = [
-        (t, min(RAGGED_THREADS, math.ceil(m / t)), min(RAGGED_THREADS, math.ceil(n / t)))
-        for t in sizes
-    ]
-    full = [o for o in options if o[1] * o[2] >= target.subgroup_size]
-    if not full and exact_exists:
+    options = ragged_options(d, target, exact_exists)
+    if not options:
         return None, "a ragged workgroup would not fill a subgroup"
-    t, threads_y, threads_x = full[0] if full else options[-1]
+    t, threads_y, threads_x = option or options[0]
     if threads_x * threads_y == 1:
         # M and N within one t x t tile (3x5x2): the slices of the one
         # thread fold away, and with them the fold of the epilogue's read of
@@ -414,20 +450,42 @@ def ragged_params(
     return params, ""
 
 
-def candidates(d: Dispatch, target: Target) -> list[MatmulParams]:
-    """Every tiling the kernel takes for this dispatch, the chooser's first
-    (what `tilefuse tune` times); [] when the kernel refuses it."""
-    if _check(d, target):
-        return []
+def _exact_candidates(d: Dispatch, target: Target) -> list[MatmulParams]:
     (c,) = d.contractions
     tiles = _thread_tiles(c.m[0] if c.m else 1, c.n[0], target)
     return [p for p in (_params(d, target, t) for t in tiles) if p is not None]
 
 
+def _ragged_candidates(d: Dispatch, target: Target, exact_exists: bool) -> list[MatmulParams]:
+    if _ragged_refusal(d):
+        return []
+    found = (
+        ragged_params(d, target, exact_exists, o)[0]
+        for o in ragged_options(d, target, exact_exists)
+    )
+    return [p for p in found if p is not None]
+
+
+def candidates(d: Dispatch, target: Target) -> list[MatmulParams]:
+    """Every tiling the kernel takes for this dispatch, the chooser's first
+    (what `tilefuse tune` times): the exact tilings and the ragged ones; a
+    degenerate exact first choice gives way to the first ragged tiling.
+    [] when the kernel refuses it."""
+    if _check(d, target):
+        return []
+    exact = _exact_candidates(d, target)
+    ragged = _ragged_candidates(d, target, exact_exists=bool(exact))
+    if ragged and degenerate(exact[0] if exact else None):
+        return ragged + exact
+    return exact + ragged
+
+
 def choice_of(p: MatmulParams) -> dict:
-    """The fields a tuned choice records."""
+    """The fields a tuned choice records (an exact tiling's as before
+    ragged tilings were tuned: caches written then still match)."""
     tx, ty, _ = p.launch.workgroup
-    return {"thread_tile": list(p.thread_tile), "threads": [tx, ty]}
+    choice = {"thread_tile": list(p.thread_tile), "threads": [tx, ty]}
+    return {**choice, "ragged": True} if p.ragged else choice
 
 
 def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
@@ -442,14 +500,8 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
         if options
         else (None, "")
     )
-    ragged_why = ""
-    if degenerate(params):
-        # `tilefuse tune` times exact tilings only; a degenerate one, tuned
-        # or not, gives way to ragged tiles.
-        ragged, ragged_why = ragged_params(d, target, exact_exists=params is not None)
-        if ragged is not None:
-            params, note = ragged, ""
     if params is None:
+        _, ragged_why = ragged_params(d, target)
         if _thread_tiles(m, n, target):
             return None, "every tiling's grid exceeds the target's workgroup counts"
         tm = _largest_dividing(m, THREAD_TILE_SIZES)
