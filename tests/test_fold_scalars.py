@@ -146,3 +146,28 @@ def test_layernorm_with_jnp_var_is_one_kernel_on_lavapipe():
     c = x - x.mean(axis=1, keepdims=True)
     want = c / np.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5)
     assert np.max(np.abs(module.main(x) - want)) <= 1e-5 * np.max(np.abs(want))
+
+
+def test_nan_propagates_and_integers_wrap(tmp_path):
+    text, _ = _fold(
+        """
+  %n = stablehlo.constant dense<0x7FC00000> : tensor<f32>
+  %o = stablehlo.constant dense<1.0> : tensor<f32>
+  %a = stablehlo.maximum %o, %n : tensor<f32>
+  %c = stablehlo.compare NE, %n, %n, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+  %i = stablehlo.constant dense<2147483647> : tensor<i32>
+  %one = stablehlo.constant dense<1> : tensor<i32>
+  %e = stablehlo.add %i, %one : tensor<i32>
+  return %a, %c, %e : tensor<f32>, tensor<i1>, tensor<i32>""",
+        "tensor<f32>, tensor<i1>, tensor<i32>",
+    )
+    filecheck(
+        text,
+        """
+CHECK: %[[A:.*]] = stablehlo.constant dense<0x7FC00000> : tensor<f32>
+CHECK: %[[C:.*]] = stablehlo.constant dense<true> : tensor<i1>
+CHECK: %[[E:.*]] = stablehlo.constant dense<-2147483648> : tensor<i32>
+CHECK: return %[[A]], %[[C]], %[[E]]
+""",
+        tmp_path,
+    )

@@ -18,8 +18,8 @@ select on a constant predicate becomes the operand it picks, of any shape.
 
 Only what has one answer is folded: float and signed-integer arithmetic,
 comparisons, boolean logic and conversions between f16/f32/f64/i1/i8-i64.
-Integer division by zero, unsigned comparisons, a float to integer
-conversion out of range and any other op stay as they are.
+Integer division by zero, unsigned and total-order comparisons, a float to
+integer conversion out of range and any other op stay as they are.
 """
 
 import operator
@@ -36,8 +36,8 @@ BINARY = {
     "stablehlo.add": operator.add,
     "stablehlo.subtract": operator.sub,
     "stablehlo.multiply": operator.mul,
-    "stablehlo.maximum": max,
-    "stablehlo.minimum": min,
+    "stablehlo.maximum": np.maximum,  # NaN propagates, as StableHLO's does
+    "stablehlo.minimum": np.minimum,
     "stablehlo.and": operator.and_,
     "stablehlo.or": operator.or_,
     "stablehlo.xor": operator.xor,
@@ -106,8 +106,10 @@ def _evaluate(op: ir.Operation, args: list):
             q = abs(int(a)) // abs(int(b))  # truncated toward zero
             return out(q if (a < 0) == (b < 0) else -q)
         if name == "stablehlo.compare":
-            if "compare_type" in op.attributes and _enum(op, "compare_type") == "UNSIGNED":
-                return None
+            kind = _enum(op, "compare_type") if "compare_type" in op.attributes else None
+            boolean = isinstance(args[0], np.bool_)
+            if kind == "TOTALORDER" or (kind == "UNSIGNED" and not boolean):
+                return None  # -0 < +0 and NaN's place; unsigned integers
             return np.bool_(COMPARE[_enum(op, "comparison_direction")](*args))
     return None
 
