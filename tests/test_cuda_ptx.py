@@ -62,3 +62,19 @@ def test_a_program_with_no_dispatch_compiles_for_cuda():
 }"""
     result = tilefuse.compile_program(text, "cuda")
     assert result.reports == [] and result.vmfb
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_ragged_column_broadcast_takes_the_loop_kernel(target):
+    """37 rows of 128 plus a per-row value: the ragged row tile reads that
+    value with a masked read broadcast across the vector, which NVVM could
+    not translate (the loop kernel failed in phase 2 and fell back); the
+    script's CUDA step lower_transfers makes it a masked 1-element load."""
+    text = """func.func @main(%x: tensor<37x128xf32>, %c: tensor<37xf32>) -> tensor<37x128xf32> {
+  %b = stablehlo.broadcast_in_dim %c, dims = [0] : (tensor<37xf32>) -> tensor<37x128xf32>
+  %y = stablehlo.add %x, %b : tensor<37x128xf32>
+  return %y : tensor<37x128xf32>
+}"""
+    (report,) = tilefuse.compile_program(text, target, strict=True).reports
+    assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    assert "masked" in report.params and report.spill_bytes == 0, report.line()

@@ -1,7 +1,9 @@
 // The "loop" kernel: XLA's loop emitter as a transform-dialect strategy.
 //
 // Applies to a dispatch whose root is an all-parallel structured op
-// (elementwise chains, broadcasts, transposes, converts, iota, select, ...).
+// (elementwise chains, broadcasts, transposes, converts, iota, select, ...),
+// gathers by tensor.extract in its body included (embedding lookups, RoPE's
+// rotate-half, reverse).
 // Every thread writes one short vector of the innermost dimension, so
 // neighbouring threads touch neighbouring vectors: loads and stores coalesce.
 //
@@ -10,7 +12,7 @@
 // carries a `tilefuse.param` tag with the value its chooser computed from the
 // shapes and the target (see python/tilefuse/strategies/loop.py). The names of
 // the parameters:
-//   root_inputs        positions of the root's inputs (never its init: a
+//   root_inputs        positions of the root's inputs, in step "producers" (never its init: a
 //                      tensor.empty init cannot be fused into the forall)
 //   workgroup_tile     tile sizes of the root per workgroup (0 = whole dim)
 //   workgroup_mapping  which tiled dim goes to block x / y / z
@@ -28,6 +30,7 @@ module attributes {transform.with_named_sequence} {
 
   transform.named_sequence private @tilefuse_pass(%handle: !transform.any_op {transform.readonly})
       -> !transform.any_op
+  transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
 
   // Step "root_cast", for a dispatch whose stored value is an arith op on a
   // whole tensor (IREE widens a comparison's i1 result to i8 that way):
@@ -39,6 +42,42 @@ module attributes {transform.with_named_sequence} {
     %converted = transform.apply_registered_pass "convert-elementwise-to-linalg" to %func
       : (!transform.any_op) -> !transform.any_op
     transform.yield %converted : !transform.any_op
+  }
+
+  // Step "lower_transfers", on CUDA: the transfers left after step 7 become
+  // vector loads and stores here, a masked one a vector.maskedload. NVVM
+  // cannot translate a masked read that broadcasts its element across the
+  // vector (a column broadcast, or a gather's row index, in a ragged tile:
+  // `permutation_map = (d0) -> (0)`); this reads it as a masked
+  // vector<1xT> and broadcasts that. SPIR-V lowers those transfers itself
+  // and fails on this form, so it skips the step.
+  transform.named_sequence @tilefuse_loop_lower_transfers(%func: !transform.any_op {transform.readonly}) {
+    transform.apply_patterns to %func {
+      transform.apply_patterns.vector.lower_transfer max_transfer_rank = 1
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.yield
+  }
+
+  // Step "producers": the ops defining the root's inputs (direct producers
+  // and the dispatch loads), which steps 2 and 3 fuse into each tile.
+  transform.named_sequence @tilefuse_loop_producers(%root: !transform.any_op {transform.readonly})
+      -> !transform.any_op {
+    %operands = transform.get_operand %root[0] {tilefuse.param = "root_inputs"}
+      : (!transform.any_op) -> !transform.any_value
+    %producers = transform.get_defining_op %operands
+      : (!transform.any_value) -> !transform.any_op
+    transform.yield %producers : !transform.any_op
+  }
+  // ... or none, for a root without inputs (an iota; a reverse, which IREE
+  // writes as tensor.extract from a load the body captures): get_operand
+  // takes no empty list, so the handle is a match that finds nothing (the
+  // root's body holds no tensor.empty).
+  transform.named_sequence @tilefuse_loop_no_producers(%root: !transform.any_op {transform.readonly})
+      -> !transform.any_op {
+    %none = transform.structured.match ops{["tensor.empty"]} in %root
+      : (!transform.any_op) -> !transform.any_op
+    transform.yield %none : !transform.any_op
   }
 
   transform.named_sequence @tilefuse_loop(%dispatch: !transform.any_op {transform.readonly}) {
@@ -58,10 +97,8 @@ module attributes {transform.with_named_sequence} {
     // The producers are the ops defining the root's inputs: direct producers
     // (linalg ops) and the dispatch loads, which are cloned into the tile.
     // Deeper chains are refused by the chooser, not silently left unfused.
-    %operands = transform.get_operand %root[0] {tilefuse.param = "root_inputs"}
-      : (!transform.any_op) -> !transform.any_value
-    %producers = transform.get_defining_op %operands
-      : (!transform.any_value) -> !transform.any_op
+    %producers = transform.include @tilefuse_loop_producers failures(propagate) (%root)
+        {tilefuse.step = "producers"} : (!transform.any_op) -> !transform.any_op
     %wg_root, %grid = transform.structured.tile_using_forall %root
         tile_sizes [1, 1024] (mapping = [#gpu.block<y>, #gpu.block<x>])
         {tilefuse.param = "workgroup_tile"}
@@ -88,10 +125,8 @@ module attributes {transform.with_named_sequence} {
     // num_threads (not tile sizes) keeps the thread count static even for the
     // last, partial tile of a size that does not divide: each thread then gets
     // at most one vector, and masks (step 4) cover the ragged end.
-    %wg_operands = transform.get_operand %wg_root[0] {tilefuse.param = "root_inputs"}
-      : (!transform.any_op) -> !transform.any_value
-    %wg_producers = transform.get_defining_op %wg_operands
-      : (!transform.any_value) -> !transform.any_op
+    %wg_producers = transform.include @tilefuse_loop_producers failures(propagate) (%wg_root)
+        {tilefuse.step = "producers"} : (!transform.any_op) -> !transform.any_op
     %thread_root, %threads = transform.structured.tile_using_forall %wg_root
         num_threads [0, 256] (mapping = [#gpu.thread<x>])
         {tilefuse.param = "thread_count"}
@@ -121,12 +156,16 @@ module attributes {transform.with_named_sequence} {
     // becomes a load of the source masked by the source's bounds, with the
     // padding value in the masked-off lanes (pad specialization); its result
     // is forwarded to the root's read, so no padded tile is stored either.
+    // vectorize_nd_extract: a tensor.extract in a body (a gather) becomes a
+    // contiguous load, a broadcast load or a vector.gather, as the
+    // vectorizer reads its indices (without it, vectorizing such a body
+    // fails); it changes nothing in a body without one.
     %thread_linalg = transform.structured.match interface{LinalgOp} in %threads
       : (!transform.any_op) -> !transform.any_op
     %thread_pads = transform.structured.match ops{["tensor.pad"]} in %threads
       : (!transform.any_op) -> !transform.any_op
     %thread_ops = transform.merge_handles %thread_linalg, %thread_pads : !transform.any_op
-    transform.structured.vectorize %thread_ops vector_sizes [1, 4]
+    transform.structured.vectorize %thread_ops vector_sizes [1, 4] vectorize_nd_extract
         {tilefuse.param = "vector_sizes"} : !transform.any_op
     // Masks first, in a pattern set of their own (the shared step says why:
     // found with a pad of [2, 1, 1] to [2, 2, 1], whose padding lanes read
@@ -160,12 +199,19 @@ module attributes {transform.with_named_sequence} {
     transform.apply_patterns to %bufferized {
       transform.apply_patterns.vector.lower_masks
     } : !transform.any_op
+    // A gather (step 4) becomes one 1-D vector.gather per row of the
+    // thread's vector (lower_gather); each back end lowers that to a scalar
+    // load per element (SPIR-V: IREE's conditional loads; NVVM:
+    // llvm.masked.gather, which NVPTX scalarizes).
     transform.apply_patterns to %bufferized {
+      transform.apply_patterns.vector.lower_gather
       transform.apply_patterns.vector.cast_away_vector_leading_one_dim
       transform.apply_patterns.vector.lower_masked_transfers
       transform.apply_patterns.vector.materialize_masks
       transform.apply_patterns.canonicalization
     } : !transform.any_op
+    transform.include @tilefuse_skip failures(propagate) (%bufferized)
+        {tilefuse.step = "lower_transfers"} : (!transform.any_op) -> ()
     transform.apply_cse to %bufferized : !transform.any_op
 
     // Step 8. Tell IREE the kernel is finished (no further codegen

@@ -6,6 +6,15 @@ workgroup's y dim when a row is short; the next outer dim goes to grid z.
 Sizes that divide are chosen when a good divisor exists (every vector full,
 no masks); otherwise the last tile is ragged and masked.
 
+A root whose body reads a tensor by tensor.extract at computed indices (a
+gather: an embedding lookup, RoPE's rotate-half, a reverse) is vectorized
+with `vectorize_nd_extract`: Linalg's vectorizer reads each extract as a
+contiguous load, a broadcast load or a vector.gather, and each back end
+lowers a gather to one scalar load per element (SPIR-V: IREE's conditional
+loads; CUDA: llvm.masked.gather, scalarized by NVPTX). The tensor it reads
+stays where it is (a load the body captures); only the root's operands'
+producers are fused.
+
 A root input produced by a tensor.pad (high padding of a loaded tensor, e.g.
 to a tile size) is read through the pad: each thread's vector load is masked
 by the source's bounds and the masked-off lanes take the padding value, so
@@ -21,7 +30,7 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
-from .contract import PASS, Launch, Strategy
+from .contract import PASS, SKIP, Launch, Strategy
 from .sizes import largest_divisor_at_most
 
 MAX_RANK = 4
@@ -43,11 +52,14 @@ class LoopParams:
     vector_sizes: tuple[int, ...]  # each thread's vector; dims beyond the grid are serial
     exact: bool  # the tiles divide the shape: no masked transfers
     root_cast: bool = False  # the root is an arith op on a tensor: written as a generic first
+    # CUDA: transfers become loads/stores in the script (NVVM cannot take a
+    # masked broadcasting read; SPIR-V lowers them itself).
+    lower_transfers: bool = False
 
 
 def _check(d: Dispatch) -> str | None:
     """Why the loop kernel does not apply, or None."""
-    why_not = d.generic_root_problem(converts_casts=True)
+    why_not = d.generic_root_problem(converts_casts=True, takes_gathers=True)
     if why_not:
         return why_not
     if "reduction" in d.iterator_types:
@@ -57,11 +69,6 @@ def _check(d: Dispatch) -> str | None:
         return why_not
     if any(s < 0 for s in d.loop_ranges):
         return "dynamic shapes"
-    if not d.inputs:
-        # The script takes the root's producers from its input operands; a
-        # root with none (an iota, or a reverse IREE turns into tensor.extract
-        # gathers from a captured load) has no operand list to take.
-        return "root has no input operands (an iota, or reads by tensor.extract)"
     for position, problem in d.pad_inputs.items():
         if problem:
             return f"input {position} is a tensor.pad it cannot read through: {problem}"
@@ -100,6 +107,10 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
     notes = "" if params.exact else ", ragged edge masked"
     if d.pad_inputs:
         notes += f", {len(d.pad_inputs)} pad(s) read through masked loads"
+    if d.root_gathers:
+        notes += ", body gathers by tensor.extract"
+    if not d.inputs:
+        notes += ", no inputs (nothing to fuse)"
     if d.root_cast:
         notes += f", {d.root_cast} on a tensor written as a linalg.generic"
     if not d.output_maps_identity:
@@ -210,6 +221,7 @@ def _layout(
         thread_mapping=tuple(thread_mapping),
         vector_sizes=tuple(vector_sizes),
         exact=exact_x and exact_y,
+        lower_transfers=target.backend == "cuda",
     )
     return params, ""
 
@@ -243,6 +255,7 @@ def library_params(rank: int, num_inputs: int, target: Target) -> LoopParams:
         thread_mapping=("x",),
         vector_sizes=(1,) * (rank - 1) + (vector,),
         exact=False,
+        lower_transfers=target.backend == "cuda",
     )
 
 
@@ -264,7 +277,11 @@ def attributes(p: LoopParams, ctx: ir.Context) -> dict:
 
 
 def steps(p: LoopParams) -> dict[str, str]:
-    return {"root_cast": "tilefuse_loop_root_cast" if p.root_cast else PASS}
+    return {
+        "root_cast": "tilefuse_loop_root_cast" if p.root_cast else PASS,
+        "producers": "tilefuse_loop_producers" if p.root_inputs else "tilefuse_loop_no_producers",
+        "lower_transfers": "tilefuse_loop_lower_transfers" if p.lower_transfers else SKIP,
+    }
 
 
 STRATEGY = Strategy(

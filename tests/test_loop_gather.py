@@ -1,0 +1,133 @@
+"""The loop kernel on roots that gather: a linalg.generic whose body reads a
+tensor by tensor.extract at computed indices.
+
+IREE writes RoPE's rotate-half (slices, a negate and a concatenate) as one
+generic that extracts from the loaded x at indices computed from
+linalg.index (static index arithmetic), and an embedding lookup
+(stablehlo.gather of table rows) as one that extracts at an index read from
+an input (data-dependent). The loop script vectorizes them with
+`vectorize_nd_extract`; each gather becomes one scalar load per element
+(docs/strategies.md, loop kernel). Each Vulkan case runs on lavapipe against
+numpy and asserts that the loop strategy was applied to the gathering
+dispatch; the CUDA cases assemble with ptxas and spill nothing.
+Tolerances: f32 1e-6 and f16 4e-3 relative to the output's scale; a lookup
+is a copy plus one add, so it is exact against numpy in the input dtype.
+"""
+
+import shutil
+
+import numpy as np
+import pytest
+import tilefuse
+from conftest import NUMPY_TYPES, tensor
+
+TOLERANCE = {"f32": 1e-6, "f16": 4e-3}
+
+
+def rope(shape, dtype):
+    """x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] over the
+    last dim (the llama/GPT-NeoX form); cos and sin are [S, D]."""
+    *lead, d = shape
+    half = d // 2
+    x, xh, cs = tensor(shape, dtype), tensor([*lead, half], dtype), tensor(shape[-2:], dtype)
+    full = ", ".join(f"0:{n}" for n in lead)
+    dims = [len(shape) - 2, len(shape) - 1]
+    return f"""func.func @main(%x: {x}, %cos: {cs}, %sin: {cs}) -> {x} {{
+  %x1 = stablehlo.slice %x [{full}, 0:{half}] : ({x}) -> {xh}
+  %x2 = stablehlo.slice %x [{full}, {half}:{d}] : ({x}) -> {xh}
+  %n = stablehlo.negate %x2 : {xh}
+  %r = stablehlo.concatenate %n, %x1, dim = {len(shape) - 1} : ({xh}, {xh}) -> {x}
+  %cb = stablehlo.broadcast_in_dim %cos, dims = {dims} : ({cs}) -> {x}
+  %sb = stablehlo.broadcast_in_dim %sin, dims = {dims} : ({cs}) -> {x}
+  %a = stablehlo.multiply %x, %cb : {x}
+  %m = stablehlo.multiply %r, %sb : {x}
+  %y = stablehlo.add %a, %m : {x}
+  return %y : {x}
+}}"""
+
+
+def rope_reference(x, cos, sin):
+    half = x.shape[-1] // 2
+    x = x.astype(np.float64)
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos.astype(np.float64) + rotated * sin.astype(np.float64)
+
+
+def embedding(vocab, width, count, dtype):
+    """Rows of a [vocab, width] table gathered by an int32 index vector (as
+    jnp.take / a stablehlo.gather of slices [1, width]), plus a bias row."""
+    table, out = tensor([vocab, width], dtype), tensor([count, width], dtype)
+    bias = tensor([width], dtype)
+    return f"""func.func @main(%table: {table}, %idx: tensor<{count}xi32>, %bias: {bias}) -> {out} {{
+  %i = stablehlo.reshape %idx : (tensor<{count}xi32>) -> tensor<{count}x1xi32>
+  %g = "stablehlo.gather"(%table, %i) <{{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, {width}>}}> : ({table}, tensor<{count}x1xi32>) -> {out}
+  %b = stablehlo.broadcast_in_dim %bias, dims = [1] : ({bias}) -> {out}
+  %y = stablehlo.add %g, %b : {out}
+  return %y : {out}
+}}"""
+
+
+def _gathering_report(reports):
+    """The one report of these one-dispatch programs, which must be the loop
+    kernel's on a root that gathers."""
+    (report,) = reports
+    assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    assert "gathers by tensor.extract" in report.reason, report.line()
+    return report
+
+
+# (2, 4, 64, 64): heads of 64 (exact tiles); (1, 3, 5, 6): a half of 3 and a
+# row of 6 (vectors of 2 that straddle the halves).
+@pytest.mark.parametrize("shape", [(2, 4, 64, 64), (1, 3, 5, 6)], ids=str)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_rope_rotate_half_vulkan(shape, dtype):
+    module = tilefuse.compile(rope(shape, dtype), target="vulkan")
+    _gathering_report(module.reports)
+    rng = np.random.default_rng(0)
+    kind = NUMPY_TYPES[dtype]
+    x = rng.standard_normal(shape).astype(kind)
+    cos, sin = (rng.standard_normal(shape[-2:]).astype(kind) for _ in range(2))
+    out = module.main(x, cos, sin)
+    assert out.shape == shape and out.dtype == kind
+    ref = rope_reference(x, cos, sin)
+    err = np.max(np.abs(out.astype(np.float64) - ref)) / np.max(np.abs(ref))
+    assert err <= TOLERANCE[dtype], f"relative error {err}"
+
+
+# 37 rows: ragged row tiles (masked index reads and masked gathers); 7 rows
+# of 6: exact tiles.
+@pytest.mark.parametrize("vocab,width,count", [(1000, 128, 37), (50, 6, 7)], ids=str)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_embedding_lookup_vulkan(vocab, width, count, dtype):
+    module = tilefuse.compile(embedding(vocab, width, count, dtype), target="vulkan")
+    _gathering_report(module.reports)
+    rng = np.random.default_rng(1)
+    kind = NUMPY_TYPES[dtype]
+    table = rng.standard_normal((vocab, width)).astype(kind)
+    bias = rng.standard_normal(width).astype(kind)
+    # The first and last rows, repeats, and random rows.
+    idx = rng.integers(0, vocab, count).astype(np.int32)
+    idx[:3] = [0, vocab - 1, 0]
+    out = module.main(table, idx, bias)
+    np.testing.assert_array_equal(out, table[idx] + bias)
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
+@pytest.mark.parametrize("target,arch", [("cuda", "sm_80"), ("cuda-sm90", "sm_90")])
+@pytest.mark.parametrize(
+    "program",
+    [rope((2, 4, 64, 64), "f32"), embedding(1000, 128, 37, "f32")],
+    ids=["rope", "embedding"],
+)
+def test_gathers_assemble_without_spills(program, target, arch, tmp_path):
+    """The gather is an llvm.masked.gather that NVPTX scalarizes: one
+    ld.global per element; the embedding's ragged rows read their index by a
+    masked load (the script's step lower_transfers)."""
+    result = tilefuse.compile_program(program, target, dump_dir=tmp_path, strict=True)
+    report = _gathering_report(result.reports)
+    assert report.registers and report.spill_bytes == 0, report.line()
+    # The embedding compiles on IREE's dispatch formation (one dispatch; the
+    # fusion plan has two), whose binaries are in a folder of its own.
+    (ptx,) = tmp_path.rglob("*.ptx")
+    assert f".target {arch}" in ptx.read_text()
+    assert "ld.global.b32" in ptx.read_text()  # the gathered elements
