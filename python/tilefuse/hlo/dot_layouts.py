@@ -85,28 +85,25 @@ def produced_in_a_dispatch(v: ir.Value) -> str | None:
 
 def _transpose(v: ir.Value, perm: list[int], ip: ir.InsertionPoint, loc) -> ir.Value:
     """transpose(v, perm), composed with a transpose producing `v` (read
-    only here), which then goes."""
+    only here; the caller erases it); `v`'s source itself where the two
+    cancel."""
     inner = _producer(v)
     if inner is not None and inner.name == "stablehlo.transpose" and _single_use(v):
         first = list(ir.DenseI64ArrayAttr(inner.attributes["permutation"]))
         perm = [first[p] for p in perm]
-        source = inner.operands[0]
-    else:
-        inner, source = None, v
+        v = inner.operands[0]
     if perm == list(range(len(perm))):
-        result = source
-    else:
-        shape = shape_of(source.type)
-        element = ir.ShapedType(source.type).element_type
-        result = ir.Operation.create(
-            "stablehlo.transpose",
-            results=[ir.RankedTensorType.get([shape[p] for p in perm], element)],
-            operands=[source],
-            attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)},
-            loc=loc,
-            ip=ip,
-        ).results[0]
-    return result
+        return v
+    shape = shape_of(v.type)
+    element = ir.ShapedType(v.type).element_type
+    return ir.Operation.create(
+        "stablehlo.transpose",
+        results=[ir.RankedTensorType.get([shape[p] for p in perm], element)],
+        operands=[v],
+        attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)},
+        loc=loc,
+        ip=ip,
+    ).results[0]
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:
