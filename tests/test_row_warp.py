@@ -338,23 +338,23 @@ CHECK: return
 
 
 def test_push_constant_scalars_are_no_work(tmp_path):
-    """GPT-2's layer norms read slices of one larger buffer, at offsets IREE
-    passes as push constants (index_castui, util.assume.int), and one reads a
-    runtime flag (an i32 truncated to i1): uniform scalars, not ops a kernel
-    must take. Both dispatches get the row kernel and the block runs right
-    (tests/test_corpus.py checks its numerics)."""
+    """Llama's q, k and v projections are one executable reading its weight
+    at an offset IREE passes as a push constant (index_castui,
+    util.assume.int): uniform scalars, not ops a kernel must take. (GPT-2's
+    layer norms had such offsets and a flag computed from constants, an i32
+    truncated to i1, until hlo/fold_scalars.py and hlo/dot_layouts.py changed
+    its buffers.) Every dispatch gets a tilefuse kernel and the block runs
+    right (tests/test_corpus.py checks its numerics)."""
     from corpus.load import load
     from tilefuse.dispatch.read import read_dispatches
 
-    path, _, _, _ = load("gpt2_block_f32")
+    path, _, _, _ = load("llama_block_f32")
     result = tilefuse.compile_program(path.read_text(), "vulkan", dump_dir=tmp_path)
     sources = (tmp_path / "executable_sources.mlir").read_text()
     assert "hal.interface.constant.load" in sources  # the case is still there
     for d in read_dispatches(sources):
         assert not {"arith.index_castui", "util.assume.int", "arith.trunci"} & set(d.ops), d.ops
-    by_name = {r.name: r for r in result.reports}
-    for name in ("main_dispatch_0_reduction_32x32_f32", "main_dispatch_2_reduction_32x32_f32"):
-        assert by_name[name].strategy == "row_warp" and by_name[name].status == "applied"
+    assert all(r.status == "applied" for r in result.reports), [r.line() for r in result.reports]
 
 
 def test_boolean_rows_are_refused_up_front():

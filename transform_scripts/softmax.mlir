@@ -127,9 +127,14 @@ module attributes {transform.with_named_sequence} {
     %elementwise = transform.structured.match ops{["linalg.generic"]}
         attributes{iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>]}
         in %grid : (!transform.any_op) -> !transform.any_op
+    %per_row = transform.structured.match ops{["linalg.generic"]}
+        attributes{iterator_types = [#linalg.iterator_type<parallel>]}
+        in %grid : (!transform.any_op) -> !transform.any_op
     %producer_tag = transform.param.constant "producer" -> !transform.any_param
     %root_tag = transform.param.constant "root" -> !transform.any_param
     transform.annotate %elementwise "tilefuse.row_op" = %producer_tag
+      : !transform.any_op, !transform.any_param
+    transform.annotate %per_row "tilefuse.row_op" = %producer_tag
       : !transform.any_op, !transform.any_param
     transform.annotate %wg_root "tilefuse.row_op" = %root_tag
       : !transform.any_op, !transform.any_param
@@ -268,10 +273,21 @@ module attributes {transform.with_named_sequence} {
     // the vector read. tests/test_softmax.py checks the kernels' buffers.
     transform.foreach %thread_foralls : !transform.any_op {
     ^bb0(%forall: !transform.any_op):
-      %thread_ops = transform.structured.match ops{["linalg.generic"]} in %forall
-        : (!transform.any_op) -> !transform.any_op
+      %thread_elementwise = transform.structured.match ops{["linalg.generic"]}
+          attributes{iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>]}
+          in %forall : (!transform.any_op) -> !transform.any_op
+      %thread_partials = transform.structured.match ops{["linalg.generic"]}
+          attributes{iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<reduction>]}
+          in %forall : (!transform.any_op) -> !transform.any_op
+      %thread_ops = transform.merge_handles %thread_elementwise, %thread_partials : !transform.any_op
       transform.structured.vectorize %thread_ops vector_sizes [1, 4]
           {tilefuse.param = "vector_sizes"} : !transform.any_op
+      // An op over one value per row that a thread recomputes (a mean's
+      // sum / N, read by a later reduction's producer): one element.
+      %thread_row_values = transform.structured.match ops{["linalg.generic"]}
+          attributes{iterator_types = [#linalg.iterator_type<parallel>]}
+          in %forall : (!transform.any_op) -> !transform.any_op
+      transform.structured.vectorize %thread_row_values : !transform.any_op
     }
     transform.structured.vectorize %fills_t vector_sizes [1, 4]
         {tilefuse.param = "vector_sizes"} : !transform.any_op
