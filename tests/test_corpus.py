@@ -32,11 +32,9 @@ EVERY_DISPATCH_OURS = {
     "mlp_f16",
     "mlp_bf16",
     "layernorm_f32",
+    "layernorm_f16",
+    "layernorm_bf16",
 }
-# Not layernorm_f16/bf16: one dispatch since hlo/fold_scalars.py (three
-# before), but IREE merges the two sums of the f32 row into one whose mean
-# two ops read, and the row kernels take no op over one value per row
-# besides the root (strategies/row_roots.py): IREE's codegen runs it.
 
 
 @pytest.mark.parametrize("name", names())
