@@ -346,12 +346,16 @@ FOLDED_INDEX = """func.func @main(%x: tensor<16x8xf32>) -> tensor<4x8xf32> {
 """
 
 
-def test_scalars_from_constants_are_left_to_iree_folding():
-    """IREE folds scalar arithmetic on constants: a region around it would
-    get no dispatch, so the planner forms none (no fallback, no retry)."""
+def test_scalars_from_constants_are_folded_before_planning():
+    """Scalar arithmetic on constants (a dynamic_slice's index) is folded
+    before planning (hlo/fold_scalars.py), so no group holds it: no
+    fallback, no retry. (What that rewrite leaves, the planner leaves to
+    IREE's folding: planner.FOLDED.)"""
     result = tilefuse.compile_program(FOLDED_INDEX, "vulkan", strict=True)
     assert not result.notes
-    assert any("IREE folds them" in line for line in result.fusion.log), result.fusion.log
+    assert any(
+        "1 scalar ops on constants folded, 1 selects" in line for line in result.fusion.log
+    ), result.fusion.log
     x = np.random.default_rng(5).random((16, 8), np.float32)
     np.testing.assert_allclose(_module(result).main(x), np.exp(x[8:12]), rtol=1e-5)
 

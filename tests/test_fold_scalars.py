@@ -40,7 +40,7 @@ def test_jnp_var_divisor_folds(tmp_path):
     assert log == [
         (
             "3 scalar ops on constants folded, 1 selects on a constant predicate replaced "
-            "by the operand they pick (IREE folds neither)"
+            "by the operand they pick"
         )
     ]
     filecheck(

@@ -172,6 +172,6 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     return [
         (
             f"{folded} scalar ops on constants folded, {selects} selects on a constant "
-            "predicate replaced by the operand they pick (IREE folds neither)"
+            "predicate replaced by the operand they pick"
         )
     ]
