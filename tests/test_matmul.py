@@ -103,6 +103,49 @@ def test_one_row_decode_shapes(m, k, n, epilogue):
     assert report.params.startswith(f"tile=[1, {n}] thread=[1, "), report.params
 
 
+# One-row products whose N no exact tiling fits (GPT-2's LM head is
+# 1x768x50257, 50257 = 29 x 1733), scaled down: N odd or prime, K ragged
+# (99), and N = 4 x 251 (an exact tiling of one thread per workgroup).
+ONE_ROW_RAGGED = [
+    (1, 256, 1001, "none"),
+    (1, 512, 3001, "bias_relu"),
+    (1, 99, 257, "residual"),
+    (1, 64, 1004, "bias_relu"),
+]
+
+
+@pytest.mark.parametrize("m,k,n,epilogue", ONE_ROW_RAGGED)
+def test_one_row_ragged_on_vulkan(m, k, n, epilogue):
+    """M = 1 with a ragged N (and K): the ragged kernel's form with no M
+    loop, a vector of 4 outputs per thread, 64 threads along N, the last
+    workgroup's columns (and K's tail) masked inside the one dispatch."""
+    (report,) = run(m, k, n, epilogue)
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert "tile=[1, 256] thread=[1, 4] ragged" in report.params, report.line()
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_one_row_ragged_f16_and_bf16(dtype):
+    """The same kernel accumulating in 16 bits, as the program asks."""
+    m, k, n, epilogue = 1, 99, 257, "residual"
+    module = tilefuse.compile(program(m, k, n, epilogue).replace("f32", dtype), target="vulkan")
+    (report,) = module.reports
+    assert report.status == "applied" and " ragged " in report.params, report.line()
+    check_low_precision(module, dtype, m, k, n, epilogue)
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_one_row_ragged_assembles_without_spills(target):
+    """GPT-2's LM head at decode, 1x768x50257: 197 workgroups of 64 threads
+    (no split in K: no exact tiling gives split-K a grid to weigh)."""
+    text = program(1, 768, 50257, epilogue="none")
+    result = tilefuse.compile_program(text, target)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert " ragged " in report.params and "grid=[197, 1, 1]" in report.params, report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+
+
 @pytest.mark.parametrize("m,k,n,epilogue", TRANSPOSED_B)
 def test_transposed_b_on_vulkan(m, k, n, epilogue):
     (report,) = run(m, k, n, epilogue, b_layout="nk")
@@ -160,11 +203,11 @@ def test_prime_m_fills_whole_warps_on_cuda(monkeypatch):
 
 
 def test_dims_without_small_divisors_are_reported():
-    """No exact tiling (one row of 13) and no ragged one (one row): IREE's,
-    with both reasons, and the right result."""
-    (report,) = [r for r in run(1, 64, 13) if "vecmat" in r.name]
+    """No exact tiling (one row of 3) and no ragged one (one thread's
+    tile): IREE's, with both reasons, and the right result."""
+    (report,) = [r for r in run(1, 64, 3) if "vecmat" in r.name]
     assert report.status == "fallback" and "matmul: thread tile 1x1" in report.reason
-    assert "no ragged tiles: one row" in report.reason
+    assert "no ragged tiles: 1x3 is one thread's tile" in report.reason
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])

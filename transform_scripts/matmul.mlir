@@ -319,9 +319,14 @@ module attributes {transform.with_named_sequence} {
   // operand, skipped when finding its input pads); r_pad_type_N and
   // r_pad_vector_N (the padded shapes an epilogue input can have, and their
   // vectors); r_unroll ([1, v, 1]); workgroup_dims, translation_info.
-  // Its optional steps: "r_tile" (epilogue or bare), "r_fill_rows", and
-  // "a_rows"/"b_rows", "a_pads"/"b_pads" (an operand that needs no pad
-  // has no pad to fuse or to read masked).
+  // Its optional steps: "r_tile" (epilogue or bare), "r_fill_rows",
+  // "r_k_rows" (with "a_rows"/"b_rows" inside it), "a_pads"/"b_pads" (an
+  // operand that needs no pad has no pad to fuse or to read masked).
+  // With no M loop (M = 1, IREE's vecmat) the tiles are of N alone and a
+  // thread's tile is one row piece of v: the parameters drop their M
+  // entries (A's piece is [KS]), and "r_fill_rows" and "r_k_rows" are
+  // skipped (the fill, the K step's contraction and the root are one
+  // v-wide vector each; A's pad of one K step is read once per step).
   transform.named_sequence @tilefuse_matmul_ragged(%dispatch: !transform.any_op {transform.readonly}) {
     %func, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
@@ -391,23 +396,12 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %func : !transform.any_op
 
-    // R5. The K step in row pieces, A's pad fused per row, B's per piece,
-    // then unrolled. Canonicalization and tiling canonicalization run in
-    // sets of their own here: together they ran out of memory (100x101x99).
-    %row, %m_loop, %n_loop = transform.structured.tile_using_for %k_matmul tile_sizes [1, 4, 0]
-        {tilefuse.param = "k_rows"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
-    %m_loop_1 = transform.include @tilefuse_matmul_fuse_a_pad failures(propagate) (%row, %m_loop)
-        {tilefuse.step = "a_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
-    %n_loop_1 = transform.include @tilefuse_matmul_fuse_b_pad failures(propagate) (%row, %n_loop)
-        {tilefuse.step = "b_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
-    %row_guards = transform.structured.match ops{["scf.if"]} in %m_loop_1
-      : (!transform.any_op) -> !transform.any_op
-    transform.scf.take_assumed_branch %row_guards take_else_branch : (!transform.any_op) -> ()
-    %m_outer = transform.get_parent_op %n_loop_1 <{op_name = "scf.for"}>
-      : (!transform.any_op) -> !transform.any_op
-    transform.loop.unroll %n_loop_1 factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
-    transform.loop.unroll %m_outer factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    // R5. The K step in row pieces (step "r_k_rows", below; with no M loop
+    // the thread's one row of v is the piece already: skipped).
+    // Canonicalization and tiling canonicalization run in sets of their own
+    // here: together they ran out of memory (100x101x99).
+    transform.include @tilefuse_matmul_ragged_k_rows failures(propagate) (%k_matmul)
+        {tilefuse.step = "r_k_rows"} : (!transform.any_op) -> ()
     transform.apply_patterns to %func {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
@@ -631,6 +625,26 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     transform.apply_cse to %func : !transform.any_op
     transform.yield %copy, %wg_matmul, %wg_fill : !transform.any_op, !transform.any_op, !transform.any_op
+  }
+
+  // Step "r_k_rows" of the ragged kernel with an M loop: the K step in row
+  // pieces, A's pad fused per row, B's per piece, then unrolled.
+  transform.named_sequence @tilefuse_matmul_ragged_k_rows(%k_matmul: !transform.any_op {transform.consumed}) {
+    %row, %m_loop, %n_loop = transform.structured.tile_using_for %k_matmul tile_sizes [1, 4, 0]
+        {tilefuse.param = "k_rows"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
+    %m_loop_1 = transform.include @tilefuse_matmul_fuse_a_pad failures(propagate) (%row, %m_loop)
+        {tilefuse.step = "a_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    %n_loop_1 = transform.include @tilefuse_matmul_fuse_b_pad failures(propagate) (%row, %n_loop)
+        {tilefuse.step = "b_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    %row_guards = transform.structured.match ops{["scf.if"]} in %m_loop_1
+      : (!transform.any_op) -> !transform.any_op
+    transform.scf.take_assumed_branch %row_guards take_else_branch : (!transform.any_op) -> ()
+    %m_outer = transform.get_parent_op %n_loop_1 <{op_name = "scf.for"}>
+      : (!transform.any_op) -> !transform.any_op
+    transform.loop.unroll %n_loop_1 factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
+    transform.loop.unroll %m_outer factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    transform.yield
   }
 
   // Steps "a_rows" and "b_rows": an operand's pad of one K step (the source

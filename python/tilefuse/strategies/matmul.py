@@ -26,9 +26,15 @@ This first version takes what it can compile right and reports the rest:
   thread, vectors narrower than VECTOR, or no tiling at all), ragged tiles
   instead (ragged_params): t x t per thread whatever M, N and K, the
   edges masked inside the dispatch (the script's @tilefuse_matmul_ragged),
-  for f32, f16 and bf16 contractions (one type throughout) with an M loop;
-  on a GPU that names its multiprocessors, a ragged grid that fills them
-  first (ragged_options);
+  for f32, f16 and bf16 contractions (one type throughout); on a GPU that
+  names its multiprocessors, a ragged grid that fills them first
+  (ragged_options);
+- with no M loop (one row: IREE's vecmat, decode-time projections and LM
+  heads, whose N is often odd or prime: GPT-2's 50257), the ragged tiles are
+  one vector of VECTOR outputs per thread, up to TARGET_THREADS threads
+  along N, N's and K's edges masked; taken where no exact tiling exists or
+  its workgroup falls short of a subgroup (degenerate). An M loop of one
+  row (split-K's batched decode products) keeps the exact tiles;
 - the chooser's tiling, or the one `tilefuse tune` measured fastest for
   this contraction (strategies/tuning.py), exact or ragged.
 """
@@ -64,6 +70,10 @@ VECTOR = 4  # each row piece is one vector of at most this many elements
 RAGGED_BELOW = 16
 RAGGED_K_STEP = 4
 RAGGED_THREADS = 8  # threads per dim of a ragged workgroup, at most
+# With no M loop (M = 1, IREE's vecmat) a ragged thread computes one vector
+# of VECTOR outputs (the script's root, fill and K step are then one row
+# piece each: the unroll patterns cut no 1-D vector), up to TARGET_THREADS
+# threads along N.
 
 
 @dataclass(frozen=True)
@@ -263,19 +273,30 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
 
 def degenerate(p: MatmulParams | None) -> bool:
     """Whether an exact tiling does too little per thread to keep: the
-    ragged kernel's case (or no exact tiling at all)."""
-    return p is None or p.thread_tile[0] * p.thread_tile[1] < RAGGED_BELOW or p.vector < VECTOR
+    ragged kernel's case (or no exact tiling at all). With no M loop (one
+    row) a thread's 1 x 4 or 1 x 8 is the tile a vector-matrix product
+    wants; such a tiling is degenerate where its workgroup falls short of a
+    subgroup (1x256x1004: 251 columns of 4, one thread per workgroup)."""
+    if p is None or p.vector < VECTOR:
+        return True
+    if not p.m_loop:
+        tx, ty, _ = p.launch.workgroup
+        return tx * ty < p.launch.subgroup
+    return p.thread_tile[0] * p.thread_tile[1] < RAGGED_BELOW
 
 
 def _ragged_refusal(d: Dispatch) -> str | None:
     """Why the ragged kernel does not take this dispatch (which the exact
     kernel's structure checks passed), or None."""
     (c,) = d.contractions
-    if not c.m or c.m[0] == 1:
-        # One row: the exact tiles (1 x 8, threads along N) are the kernel a
-        # vector-matrix product wants; split-K's batched decode products
-        # ([S, 1, K/S] @ [S, K/S, N]) failed in the ragged script.
-        return "one row (a vector-matrix product)"
+    if c.m and c.m[0] == 1:
+        # An M loop of extent 1 (split-K's batched decode products,
+        # [S, 1, K/S] @ [S, K/S, N]): t x t thread tiles would pad the one
+        # row to t and compute t - 1 rows for nothing (4x1x256 @ 4x256x1001
+        # so forced compiled and matched numpy; it once failed); the exact
+        # tiles (1 x 8) take such products. A plain one-row product has no
+        # M loop (IREE's vecmat): ragged tiles of N alone take it.
+        return "an M loop of one row (t x t ragged tiles would pad it to t rows)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
     types |= {o.element_type for o in d.inputs} | {o.element_type for o in d.outputs}
     if types not in ({"f32"}, {"f16"}, {"bf16"}):
@@ -288,11 +309,12 @@ def _ragged_refusal(d: Dispatch) -> str | None:
     return None
 
 
-def _pad_shape(d: Dispatch, position: int, t: int, ragged: tuple[bool, bool]):
+def _pad_shape(d: Dispatch, position: int, t: int, ragged: tuple[bool, ...]):
     """(padded shape, whether it is padded) of the root's input `position`
-    in a thread's t x t tile ([1, ..] for a batch dim or a broadcast one):
-    padded when it spans a loop, M or N, that the workgroup tile does not
-    divide (`ragged`). None when its map is not a projection of the loops."""
+    in a thread's t x t tile ([1, ..] for a batch dim or a broadcast one;
+    [t] alone with no M loop): padded when it spans a loop, M or N (N alone
+    with no M loop), that the workgroup tile does not divide (`ragged`).
+    None when its map is not a projection of the loops."""
     (c,) = d.contractions
     batch = len(c.batch)
     shape, padded = [], False
@@ -330,18 +352,23 @@ def ragged_options(d: Dispatch, target: Target, exact_exists: bool) -> list[tupl
     (a small matrix, 32-wide warps) the smallest tile, and only when no
     exact tiling exists."""
     (c,) = d.contractions
-    m, n = c.m[0], c.n[0]
-    sizes = (8, 4) if min(m, n) >= 16 else (4,)
-    first = [
-        (t, min(RAGGED_THREADS, math.ceil(m / t)), min(RAGGED_THREADS, math.ceil(n / t)))
-        for t in sizes
-    ]
+    m, n = (c.m[0] if c.m else 1), c.n[0]
+    if c.m:
+        sizes = (8, 4) if min(m, n) >= 16 else (4,)
+        first = [
+            (t, min(RAGGED_THREADS, math.ceil(m / t)), min(RAGGED_THREADS, math.ceil(n / t)))
+            for t in sizes
+        ]
+    else:
+        # No M loop: one vector of VECTOR outputs per thread, threads along N.
+        first = [(VECTOR, 1, min(TARGET_THREADS, math.ceil(n / VECTOR)))]
     full = [o for o in first if o[1] * o[2] >= target.subgroup_size]
     if not full:
         return [] if exact_exists else first[-1:]
     options = list(full)
     for t, y, x in full:
-        for half in ((t, max(1, y // 2), x), (t, y, max(1, x // 2))):
+        halves = ((t, max(1, y // 2), x), (t, y, max(1, x // 2))) if c.m else ((t, y, x // 2),)
+        for half in halves:
             if half[1] * half[2] >= target.subgroup_size and half not in options:
                 options.append(half)
     if target.multiprocessors > 0:
@@ -354,7 +381,8 @@ def ragged_options(d: Dispatch, target: Target, exact_exists: bool) -> list[tupl
 
         def workgroups(o):
             t, y, x = o
-            return math.ceil(m / (t * y)) * math.ceil(n / (t * x)) * batch
+            rows = math.ceil(m / (t * y)) if c.m else 1
+            return rows * math.ceil(n / (t * x)) * batch
 
         options.sort(key=lambda o: workgroups(o) < target.multiprocessors)
     return options
@@ -374,7 +402,7 @@ def ragged_params(
     if why:
         return None, why
     (c,) = d.contractions
-    m, n, k = c.m[0], c.n[0], c.k[0]
+    m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
     options = ragged_options(d, target, exact_exists)
     if not options:
         return None, "a ragged workgroup would not fill a subgroup"
@@ -384,7 +412,9 @@ def ragged_params(
         # thread fold away, and with them the fold of the epilogue's read of
         # the padded product; the kernel copied the tile (kernel_refusal).
         return None, f"{m}x{n} is one thread's tile"
-    tile_m, tile_n = t * threads_y, t * threads_x
+    # With no M loop a thread's tile is one row of t (tile_m: 1).
+    tm = t if c.m else 1
+    tile_m, tile_n = tm * threads_y, t * threads_x
     grid = (math.ceil(n / tile_n), math.ceil(m / tile_m), c.batch[0] if c.batch else 1)
     if target.grid_refusal(grid):
         return None, "its grid exceeds the target's workgroup counts"
@@ -401,12 +431,16 @@ def ragged_params(
     # The script vectorizes each input pad of the root by its padded type;
     # these are the types it looks for (a pad of any other shape would be
     # left to pad_vectorization, which reads it without a row mask).
-    known = ([t, t], [t], [1, t, t], [1, t])
+    known = ([t, t], [t], [1, t, t], [1, t]) if c.m else ([t],)
     # Where a thread's extent is not known statically its reads are masked
     # (kernel_refusal checks it); where it is (one workgroup along the dim,
     # as many rows for every thread) the masks fold away.
     m_dynamic = _thread_extent_dynamic(m, tile_m, threads_y)
     n_dynamic = _thread_extent_dynamic(n, tile_n, threads_x)
+    # The root's loops: [B,] M, N, or [N] alone with no M loop.
+    ragged_dims, dynamic_dims = (
+        ((m_ragged, n_ragged), (m_dynamic, n_dynamic)) if c.m else ((n_ragged,), (n_dynamic,))
+    )
     masked = []
     if m_dynamic or k_ragged:
         masked.append(tuple(c.lhs.shape))
@@ -416,24 +450,24 @@ def ragged_params(
         for i in range(len(d.inputs)):
             if i == operand:
                 continue
-            found = _pad_shape(d, i, t, (m_ragged, n_ragged))
+            found = _pad_shape(d, i, t, ragged_dims)
             if found is None:
                 return None, f"the root's input {i} is not read through a projection"
             shape, padded = found
             if padded and shape not in known:
                 return None, f"the root's input {i} pads to {shape} (not built)"
-            if _pad_shape(d, i, t, (m_dynamic, n_dynamic))[1]:
+            if _pad_shape(d, i, t, dynamic_dims)[1]:
                 masked.append(tuple(d.inputs[i].shape))
     params = MatmulParams(
         launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
         matmul_operand=operand,
         workgroup_tile=(tile_m, tile_n),
-        thread_tile=(t, t),
+        thread_tile=(tm, t),
         k_step=ks,
         vector=VECTOR,
         epilogue=epilogue,
         batch=bool(c.batch),
-        m_loop=True,
+        m_loop=bool(c.m),
         ragged=Ragged(
             k_padded=k_padded,
             a_padded=m_ragged or k_ragged,
@@ -527,14 +561,22 @@ def steps(p: MatmulParams) -> dict[str, str]:
     ragged tiles, whether A and B have pads to read masked."""
     if p is not None and p.ragged:
         r, no_pad = p.ragged, "tilefuse_matmul_no_pad"
-        return {
+        chosen = {
             "kernel": "tilefuse_matmul_ragged",
             "r_tile": "tilefuse_matmul_ragged_tile_" + ("bare" if r.bare else "epilogue"),
-            "r_fill_rows": "tilefuse_matmul_rows",
-            "a_rows": "tilefuse_matmul_fuse_a_pad" if r.a_padded else no_pad,
-            "b_rows": "tilefuse_matmul_fuse_b_pad" if r.b_padded else no_pad,
             "a_pads": "tilefuse_matmul_a_pads" if r.a_padded else SKIP,
             "b_pads": "tilefuse_matmul_b_pads" if r.b_padded else SKIP,
+        }
+        if not p.m_loop:
+            # One row piece per thread (t = v): no fill rows, no K step rows;
+            # A's pad is the K loop's, shared by the thread's one piece.
+            return {**chosen, "r_fill_rows": SKIP, "r_k_rows": SKIP}
+        return {
+            **chosen,
+            "r_fill_rows": "tilefuse_matmul_rows",
+            "r_k_rows": "tilefuse_matmul_ragged_k_rows",
+            "a_rows": "tilefuse_matmul_fuse_a_pad" if r.a_padded else no_pad,
+            "b_rows": "tilefuse_matmul_fuse_b_pad" if r.b_padded else no_pad,
         }
     m_loop = p is None or p.m_loop
     rows = "tilefuse_matmul_rows" + ("" if m_loop else "_1d")
@@ -589,12 +631,16 @@ def attributes(p: MatmulParams, ctx: ir.Context) -> dict:
 
 def _ragged_attributes(p: MatmulParams, ctx: ir.Context) -> dict:
     """Values of the ragged kernel's own tags (@tilefuse_matmul_ragged)."""
-    r, (t, _), v, ks = p.ragged, p.thread_tile, p.vector, p.k_step
+    r, (_, t), v, ks = p.ragged, p.thread_tile, p.vector, p.k_step
     tx, ty, _ = p.launch.workgroup
     # Below the workgroup a batch loop is not tiled (0) and pads to 1.
     below, one = ((0,), (1,)) if p.batch else ((), ())
     a_piece = (1, ks) if r.a_k_inner else (ks, 1)
     b_piece = (v, ks) if r.b_k_inner else (ks, v)
+    # With no M loop: threads along N alone, a row of t; A is a vector of K.
+    threads, mapping, tile = ((ty, tx), ("y", "x"), (t, t)) if p.m_loop else ((tx,), ("x",), (t,))
+    if not p.m_loop:
+        a_piece = (ks,)
     pads = ([t, t], [t], [1, t, t], [1, t])
     found = {}
     for i, shape in enumerate(pads):
@@ -606,11 +652,11 @@ def _ragged_attributes(p: MatmulParams, ctx: ir.Context) -> dict:
         found[f"r_pad_vector_{i}"] = attrs.vector_sizes(shape, ctx)
     return {
         "r_threads": {
-            "static_num_threads": attrs.i64_array((*below, ty, tx), ctx),
-            "mapping": attrs.mapping("thread", ("y", "x"), ctx),
+            "static_num_threads": attrs.i64_array((*below, *threads), ctx),
+            "mapping": attrs.mapping("thread", mapping, ctx),
         },
-        "r_matmul_pad": {"static_padding_sizes": attrs.i64_array((*one, t, t, r.k_padded), ctx)},
-        "r_root_pad": {"static_padding_sizes": attrs.i64_array((*one, t, t), ctx)},
+        "r_matmul_pad": {"static_padding_sizes": attrs.i64_array((*one, *tile, r.k_padded), ctx)},
+        "r_root_pad": {"static_padding_sizes": attrs.i64_array((*one, *tile), ctx)},
         "a_pad_vector": attrs.vector_sizes((*one, *a_piece), ctx),
         "b_pad_vector": attrs.vector_sizes((*one, *b_piece), ctx),
         "r_root_init": {"raw_position_list": attrs.i64_array([r.root_inputs], ctx)},
