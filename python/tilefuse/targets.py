@@ -72,6 +72,11 @@ class Target:
     # its mma intrinsics: NV_WMMA_*_16x16x16_F16 on ampere, WMMAR3_* on
     # rdna3); () where it has none (lavapipe): the matmul_coop kernel's.
     cooperative_matrix: tuple[int, ...] = ()
+    # One-row products (no M loop) whose N no exact tile fits take the
+    # matmul kernel's masked tiles; false where those were measured slower
+    # than IREE's kernel (lavapipe: every masked read of B is four guarded
+    # scalar loads).
+    one_row_masked_tiles: bool = True
 
     @property
     def is_gpu(self) -> bool:

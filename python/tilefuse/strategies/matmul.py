@@ -285,10 +285,15 @@ def degenerate(p: MatmulParams | None) -> bool:
     return p.thread_tile[0] * p.thread_tile[1] < RAGGED_BELOW
 
 
-def _ragged_refusal(d: Dispatch) -> str | None:
+def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
     """Why the ragged kernel does not take this dispatch (which the exact
     kernel's structure checks passed), or None."""
     (c,) = d.contractions
+    if not c.m and not target.one_row_masked_tiles:
+        return (
+            f"target {target.name} keeps one-row products off masked tiles "
+            "(one_row_masked_tiles = false: measured slower than IREE's kernel)"
+        )
     if c.m and c.m[0] == 1:
         # An M loop of extent 1 (split-K's batched decode products,
         # [S, 1, K/S] @ [S, K/S, N]): t x t thread tiles would pad the one
@@ -398,7 +403,7 @@ def ragged_params(
     default the chooser's), or None and why not. A heuristic apart from the
     script: the edges of M, N and K are masked inside the dispatch, so any
     shape takes the same register tile (K step 4)."""
-    why = _ragged_refusal(d)
+    why = _ragged_refusal(d, target)
     if why:
         return None, why
     (c,) = d.contractions
@@ -491,7 +496,7 @@ def _exact_candidates(d: Dispatch, target: Target) -> list[MatmulParams]:
 
 
 def _ragged_candidates(d: Dispatch, target: Target, exact_exists: bool) -> list[MatmulParams]:
-    if _ragged_refusal(d):
+    if _ragged_refusal(d, target):
         return []
     found = (
         ragged_params(d, target, exact_exists, o)[0]
