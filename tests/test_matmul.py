@@ -629,3 +629,17 @@ def test_cuda_f16_decode_shapes_take_the_fma_kernel(m, k, n):
         for report in reports:
             assert report.status == "applied", report.line()
             assert report.registers and report.spill_bytes == 0, report.line()
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_small_ragged_matrices_take_the_most_workgroups_on_cuda(target):
+    """No ragged tiling of 77x130x96 fills the GPU's multiprocessors: the
+    chooser takes the one with the most workgroups (4x4 per thread, 18),
+    which also leaves bf16 with a residual + tanh epilogue without the 4
+    bytes of spills its 8x8 tiles had."""
+    text = program(77, 130, 96, "residual").replace("f32", "bf16")
+    (report,) = tilefuse.compile_program(text, target).reports
+    assert "thread=[4, 4] ragged" in report.params and "grid=[6, 3, 1]" in report.params, (
+        report.line()
+    )
+    assert report.spill_bytes == 0, report.line()

@@ -379,9 +379,9 @@ def ragged_options(d: Dispatch, target: Target, exact_exists: bool) -> list[tupl
     if target.multiprocessors > 0:
         # A grid with fewer workgroups than the GPU has multiprocessors
         # leaves some idle (197x768 in 64x64 tiles: 48 of sm_80's 108):
-        # such tilings go last, in the same order (197x768 then takes 4x4
-        # per thread in 32x32 tiles, 168 workgroups). A guess from the
-        # grid alone, not measured on a GPU.
+        # such tilings go last (197x768 then takes 4x4 per thread in 32x32
+        # tiles, 168 workgroups). A guess from the grid alone, not measured
+        # on a GPU.
         batch = c.batch[0] if c.batch else 1
 
         def workgroups(o):
@@ -389,7 +389,12 @@ def ragged_options(d: Dispatch, target: Target, exact_exists: bool) -> list[tupl
             rows = math.ceil(m / (t * y)) if c.m else 1
             return rows * math.ceil(n / (t * x)) * batch
 
-        options.sort(key=lambda o: workgroups(o) < target.multiprocessors)
+        # Where none fills them (a small matrix), the most workgroups first.
+        def key(o):
+            short = workgroups(o) < target.multiprocessors
+            return (short, -workgroups(o) if short else 0)
+
+        options.sort(key=key)
     return options
 
 
