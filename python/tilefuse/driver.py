@@ -49,6 +49,7 @@ from iree.compiler import ir
 
 from . import fusion as fusion_pkg
 from .dispatch.collapse import collapse_column_reductions
+from .dispatch.fuse_roots import fuse_elementwise_roots
 from .dispatch.read import Dispatch, dispatch_sites, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
@@ -91,7 +92,8 @@ class CompileResult:
     # Dispatches one call issues, from IREE's scheduling statistics
     # (Options.statistics; None without them).
     scheduled_dispatches: int | None = None
-    # What the stages between phase 1 and 2 did (collapse), one line each.
+    # What the stages between phase 1 and 2 did (collapse, fuse_roots), one
+    # line each.
     log: list[str] = field(default_factory=list)
     # Every stage's output, for `recompile` (None for a loaded module).
     compilation: "Compilation | None" = None
@@ -179,13 +181,15 @@ def phase1_executable_sources(
 
 
 def collapse_stage(sources: Path) -> list[str]:
-    """Merge adjacent reduced / kept loops of column reductions (collapse.py);
-    one line per column reduction it collapsed or left, and why."""
+    """Merge adjacent reduced / kept loops of column reductions (collapse.py)
+    and the elementwise roots of a dispatch into one op (fuse_roots.py); one
+    line per dispatch either rewrote or left, and why."""
     text = sources.read_text()
     collapsed, log = collapse_column_reductions(text)
-    if collapsed is not text:
-        sources.write_text(collapsed)
-    return log
+    merged, merge_log = fuse_elementwise_roots(collapsed)
+    if merged is not text:
+        sources.write_text(merged)
+    return log + merge_log
 
 
 def choose_strategies(

@@ -302,6 +302,12 @@ def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
         # tiles (1 x 8) take such products. A plain one-row product has no
         # M loop (IREE's vecmat): ragged tiles of N alone take it.
         return "an M loop of one row (t x t ragged tiles would pad it to t rows)"
+    if len(d.outputs) > 1:
+        # Found on a training step (jax.value_and_grad of an MLP: the
+        # epilogue yields the output and its gradient): tiling such a root
+        # to ragged workgroups fails ("tracking listener failed to find
+        # replacement op"); the exact tiles take it.
+        return f"an epilogue with {len(d.outputs)} results (ragged tiles take one)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
     types |= {o.element_type for o in d.inputs} | {o.element_type for o in d.outputs}
     if types not in ({"f32"}, {"f16"}, {"bf16"}):
