@@ -529,3 +529,32 @@ def test_transpose_of_a_contraction_left_to_iree_is_iree_s():
     p, v = rng.random((2, 4, 8, 8), np.float32), rng.random((2, 4, 16, 8), np.float32)
     want = np.einsum("bhsk,bhdk->bshd", p, v)
     np.testing.assert_allclose(_module(result).main(p, v), want, rtol=1e-5)
+
+
+def _cross_entropy():
+    """JAX's cross-entropy of logits [8, 1000] against int labels: a
+    log_softmax, take_along_axis (a gather, its index clamped, its rows
+    masked with NaN where out of range) and a mean."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(logits, labels):
+        lp = jax.nn.log_softmax(logits, -1)
+        return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], -1))
+
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((8, 1000)).astype(np.float32), rng.integers(0, 1000, 8)]
+    args[1] = args[1].astype(np.int32)
+    return jax.jit(loss).lower(*args).as_text(), args, float(jax.jit(loss)(*args))
+
+
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+def test_a_constant_laid_out_anew_is_left_to_iree_folding(target):
+    """The cross-entropy's NaN for masked rows is a constant broadcast and
+    reshaped: IREE folds it into a constant, so the planner forms no region
+    for it (one got no dispatch: a FALLBACK note and a second compile)."""
+    text, args, want = _cross_entropy()
+    result = tilefuse.compile_program(text, target)
+    assert not [n for n in result.notes if n.startswith("FALLBACK")], result.notes
+    if target == "vulkan":
+        np.testing.assert_allclose(_module(result).main(*args), want, rtol=1e-5)

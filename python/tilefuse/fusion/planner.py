@@ -645,14 +645,23 @@ def scalars_only(graph: FuncGraph, members: set[int]) -> bool:
 
 
 def folded_by_iree(graph: FuncGraph, members: set[int]) -> bool:
-    """Every value the group reads is a constant, and every result a scalar."""
+    """Every value the group reads is a constant, and every result a scalar
+    or a constant broadcast or reshaped (a cross-entropy's NaN for rows it
+    masks: IREE folds it into a constant, and a region around it got no
+    dispatch, which cost a retry)."""
     for i in members:
         for p in graph.nodes[i].producers:
             if p in members:
                 continue
             if p < 0 or graph.nodes[p].cls != "constant":
                 return False
-    return all(graph.nodes[i].shape == [] for i in graph.outputs_of(members))
+    if all(graph.nodes[i].shape == [] for i in graph.outputs_of(members)):
+        return True
+    return all(graph.nodes[i].name in LAYOUT_OPS for i in members)
+
+
+# Ops that only lay a constant out anew.
+LAYOUT_OPS = {"stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.reshape"}
 
 
 def split_plan(
