@@ -13,15 +13,16 @@ stage pre-forms. This stage runs that pass,
 those dispatches: the chain becomes one generic yielding every stored value,
 which the strategies take as their root.
 
-Only dispatches whose stored values come from two or more linalg.generic
-ops, all of them elementwise (every loop parallel), are touched; the log
-says which were merged and which were left and why.
+Only dispatches whose stored values come from two or more ops, all of them
+elementwise (linalg.generic ops whose every loop is parallel, or arith ops
+on whole tensors, such as IREE's widening of a relu's mask to i8), are
+touched; the log says which were merged and which were left and why.
 """
 
 from iree.compiler import ir, passmanager
 
 from ..irutil import context, iterator_types, symbol_name, walk
-from .read import LOAD, STORE
+from .read import LOAD, STORE, tensor_arith
 
 PIPELINE = (
     "func.func(iree-dispatch-creation-fuse-multi-use-elementwise-producer, canonicalize, cse)"
@@ -42,6 +43,8 @@ def _stored_by(func: ir.Operation) -> list[ir.Operation]:
 
 
 def _elementwise(op: ir.Operation) -> bool:
+    if tensor_arith(op):
+        return True
     return op.name == "linalg.generic" and all(it == "parallel" for it in iterator_types(op))
 
 

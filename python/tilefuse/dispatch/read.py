@@ -310,7 +310,7 @@ def _analyse(func, executable: str) -> Dispatch:
         d.problem = "stored value is not computed by an op"
         return d
     root = root.operation
-    if _tensor_arith(root):
+    if tensor_arith(root):
         return _describe_root_cast(d, root)
     d.root_op = root.name
     attrs = root.attributes
@@ -353,7 +353,7 @@ def _analyse(func, executable: str) -> Dispatch:
     return d
 
 
-def _tensor_arith(op: ir.Operation) -> bool:
+def tensor_arith(op: ir.Operation) -> bool:
     """An arith op on whole ranked tensors of one static shape."""
     if not op.name.startswith("arith.") or not op.operands or len(op.results) != 1:
         return False
