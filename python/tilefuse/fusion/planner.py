@@ -559,8 +559,9 @@ def plan_function(
 # its consumer; a region of its own costs a dispatch (corpus conv_bn_relu: the
 # batch-norm scale rsqrt(var + eps) beside a convolution left to IREE: three
 # dispatches where IREE has two).
-# Not a group that slices: IREE copies a strided slice in a dispatch of its
-# own (slow_memcpy) instead of fusing it into the reader (corpus gpt2_block:
+# Neither rule takes a group that slices: IREE copies a strided slice in a
+# dispatch of its own (slow_memcpy) instead of fusing it into the reader or
+# folding it into the contraction it reads (corpus gpt2_block, a BERT block:
 # the head split of a qkv projection, a copy and a transpose per head).
 FEEDS_IREE = "read only by ops IREE forms dispatches for ({ops}): IREE fuses it into them"
 # A transpose or elementwise epilogue of a contraction IREE forms: its global
@@ -589,7 +590,9 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
             if g.kind == "loop" and feeds and not _slices(graph, members):
                 ops = sorted({graph.nodes[u].name.removeprefix("stablehlo.") for u in users})
                 g.why_not_outlined = FEEDS_IREE.format(ops=", ".join(ops))
-            elif _after_iree_contraction(graph, members, outlined, epilogues):
+            elif not _slices(graph, members) and _after_iree_contraction(
+                graph, members, outlined, epilogues
+            ):
                 g.why_not_outlined = EPILOGUE_OF_IREE
                 epilogues |= members
             else:
