@@ -88,9 +88,13 @@ def _t(shape):
     return "tensor<" + "x".join(map(str, shape)) + "xf32>"
 
 
-# Transposes IREE cannot collapse keep rank-3 and rank-4 roots (a leading dim
-# beyond the 3-D grid becomes a vector dim of each thread).
-@pytest.mark.parametrize("shape,perm", [((4, 6, 8), (1, 0, 2)), ((3, 4, 5, 6), (2, 1, 0, 3))])
+# Transposes IREE cannot collapse keep rank-3 and rank-4 roots (an outer dim
+# beyond the 3-D grid becomes a vector dim of each thread: the smaller of the
+# two, so a ViT patchify's [16, 4, 8, 12] serializes 4, not 16).
+@pytest.mark.parametrize(
+    "shape,perm",
+    [((4, 6, 8), (1, 0, 2)), ((3, 4, 5, 6), (2, 1, 0, 3)), ((16, 8, 4, 12), (0, 2, 1, 3))],
+)
 def test_rank3_and_rank4_roots(shape, perm):
     out = tuple(shape[p] for p in perm)
     text = (

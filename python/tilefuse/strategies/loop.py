@@ -185,7 +185,15 @@ def _layout(
         rows = largest_divisor_at_most(m, want)
         if rows * 2 < want and not exact_only:
             rows, exact_y = want, m % want == 0
-    serial = math.prod(shape[: max(0, rank - 3)])
+    # Rank 4: one of the two outer dims goes to grid z, the other is serial
+    # in each thread's vector. The smaller is serial (patchify's
+    # [B*H/P, P, W/P, P*C] = [16, 4, 8, 12]: 4 serial, not 16), unless a
+    # pad is read (its masked loads must not span a serial dim inside the
+    # vector: _serial_pad_refusal).
+    z_dim = rank - 3 if rank >= 3 else None
+    if rank == 4 and shape[0] > shape[1] and not exact_only:
+        z_dim = 0
+    serial = math.prod(shape[d] for d in range(max(0, rank - 2)) if d != z_dim)
     if serial > MAX_SERIAL_ELEMENTS:
         return None, f"rank {rank} with {serial} elements in dims beyond the 3-D grid"
     if exact_only and threads_x * rows < target.subgroup_size:
@@ -198,20 +206,23 @@ def _layout(
     grid = [
         math.ceil(n / tile_x),
         math.ceil(shape[-2] / rows) if rank >= 2 else 1,
-        shape[-3] if rank >= 3 else 1,
+        shape[z_dim] if z_dim is not None else 1,
     ]
     why_not = target.grid_refusal(grid)
     if why_not:
         return None, why_not
 
-    lead = list(shape[: max(0, rank - 3)])
+    # Outer dims (beyond y and x): 1 on grid z, 0 (whole, serial) otherwise.
+    outer = range(max(0, rank - 2))
     workgroup_tile = (
-        [0] * len(lead) + ([1] if rank >= 3 else []) + ([rows] if rank >= 2 else []) + [tile_x]
+        [1 if d == z_dim else 0 for d in outer] + ([rows] if rank >= 2 else []) + [tile_x]
     )
     block_mapping = (["z"] if rank >= 3 else []) + (["y"] if rank >= 2 else []) + ["x"]
     thread_count = [0] * max(0, rank - 2) + ([rows] if rank >= 2 else []) + [threads_x]
     thread_mapping = (["y"] if rank >= 2 else []) + ["x"]
-    vector_sizes = lead + [1] * (rank - len(lead) - 1) + [vector]
+    vector_sizes = (
+        [1 if d == z_dim else shape[d] for d in outer] + ([1] if rank >= 2 else []) + [vector]
+    )
     params = LoopParams(
         launch=Launch(tuple(grid), (threads_x, rows, 1), target.subgroup_size),
         root_inputs=(),
