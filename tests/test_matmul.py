@@ -643,3 +643,48 @@ def test_small_ragged_matrices_take_the_most_workgroups_on_cuda(target):
         report.line()
     )
     assert report.spill_bytes == 0, report.line()
+
+
+def _int8_program(m: int, k: int, n: int, scale: bool) -> str:
+    """i8 x i8 accumulated in i32 (jax.lax.dot_general with
+    preferred_element_type=int32: a quantized layer), then * scale in f32."""
+    a, b, acc, out = (f"tensor<{m}x{k}xi8>", f"tensor<{k}x{n}xi8>", f"tensor<{m}x{n}xi32>",
+                      f"tensor<{m}x{n}xf32>")  # fmt: skip
+    lines = [
+        f"func.func @main(%a: {a}, %b: {b}) -> {out if scale else acc} {{",
+        f"%p = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({a}, {b}) -> {acc}",
+    ]
+    if scale:
+        lines += [
+            f"%f = stablehlo.convert %p : ({acc}) -> {out}",
+            f"%s = stablehlo.constant dense<0.01> : {out}",
+            f"%y = stablehlo.multiply %f, %s : {out}",
+            f"return %y : {out}",
+        ]
+    else:
+        lines.append(f"return %p : {acc}")
+    return "\n  ".join(lines) + "\n}\n"
+
+
+@pytest.mark.parametrize("m,k,n,scale", [(64, 128, 96, True), (32, 256, 64, False)])
+def test_int8_matmul_on_vulkan(m, k, n, scale):
+    """Integer multiply-adds in registers, exact against numpy."""
+    module = tilefuse.compile(_int8_program(m, k, n, scale), target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    exact = a.astype(np.int64) @ b.astype(np.int64)
+    got = module.main(a, b)
+    if scale:
+        np.testing.assert_allclose(got, exact.astype(np.float32) * np.float32(0.01), rtol=1e-6)
+    else:
+        assert np.array_equal(got, exact)
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_int8_matmul_assembles_without_spills(target):
+    (report,) = tilefuse.compile_program(_int8_program(64, 128, 96, True), target).reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert report.spill_bytes == 0, report.line()

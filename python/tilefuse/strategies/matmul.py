@@ -7,7 +7,8 @@ registers across the K loop (step KS), and the epilogue runs on those
 registers before the one store. The inner loop is vector FMAs.
 
 This first version takes what it can compile right and reports the rest:
-- f32 operands and result; on Vulkan also f16 and bf16, accumulated in the
+- f32 operands and result, or i8 operands accumulated in i32 (a quantized
+  layer: integer multiply-adds); on Vulkan also f16 and bf16, accumulated in the
   result's type as the program asks (and as IREE's kernel does); on CUDA
   also bf16 (IREE 3.13 reaches no tensor cores for it, and its own codegen
   fails on such a dispatch), and f16 where the tensor-core kernel
@@ -118,6 +119,10 @@ def _check(d: Dispatch, target: Target) -> str | None:
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
     if types == {"f32"} or (types <= {"f16", "bf16"} and target.backend == "spirv"):
         return None
+    if {c.lhs.element_type, c.rhs.element_type} == {"i8"} and c.result.element_type == "i32":
+        # A quantized layer (preferred_element_type=int32): integer
+        # multiply-adds in registers, exact (tests/test_matmul.py).
+        return None
     if types == {"bf16"} and target.backend == "cuda":
         # IREE 3.13 reaches no tensor-core path for bf16 from a transform
         # script (matmul_mma's reason), and its own codegen fails on such a
@@ -133,8 +138,8 @@ def _check(d: Dispatch, target: Target) -> str | None:
         return "f16 on CUDA: the tensor-core kernel takes it (matmul_mma)" if params else None
     if types != {"f32"}:
         return (
-            f"{'/'.join(sorted(types))} contraction: f32, bf16 or (where the tensor-core "
-            f"kernel does not apply) f16 only on {target.backend}"
+            f"{'/'.join(sorted(types))} contraction: f32, i8 x i8 -> i32, bf16 or (where the "
+            f"tensor-core kernel does not apply) f16 only on {target.backend}"
         )
     return None
 
@@ -567,7 +572,8 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     ragged = ", ragged tiles (edges masked)" if params.ragged else ""
     return params, (
         f"{batch}{m}x{k} @ {k}x{n} {element}{epilogue}, {tm}x{tn} outputs "
-        f"per thread in registers{ragged}, K step {params.k_step}, vector FMAs{note}"
+        f"per thread in registers{ragged}, K step {params.k_step}, "
+        f"{'vector multiply-adds' if element.startswith('i') else 'vector FMAs'}{note}"
     )
 
 
@@ -681,6 +687,17 @@ def _ragged_attributes(p: MatmulParams, ctx: ir.Context) -> dict:
     }
 
 
+def _multiply_adds(loop: ir.Operation) -> bool:
+    """The loop multiplies and adds on vectors: vector.fma, or for integers
+    (i8 x i8 -> i32) arith.muli on vectors."""
+    for op in walk(loop):
+        if op.name == "vector.fma":
+            return True
+        if op.name == "arith.muli" and isinstance(op.results[0].type, ir.VectorType):
+            return True
+    return False
+
+
 def kernel_refusal(func: ir.Operation, p: MatmulParams) -> str | None:
     """Why a printed matmul kernel is not the register-blocked FMA kernel,
     or None. Each of these compiled and ran, slower, while the script was
@@ -689,7 +706,7 @@ def kernel_refusal(func: ir.Operation, p: MatmulParams) -> str | None:
     ops = list(walk(func))
     if any(op.name in ("memref.alloc", "memref.alloca") for op in ops):
         return "a buffer is allocated in the kernel (a tile copied, not kept in registers)"
-    k_loops = [op for op in ops if op.name == "scf.for" and holds(op, "vector.fma")]
+    k_loops = [op for op in ops if op.name == "scf.for" and _multiply_adds(op)]
     if not k_loops:
         return "no vector.fma in a loop (the contraction was not lowered to vector FMAs)"
     if any(holds(loop, "vector.transfer_write") for loop in k_loops):
