@@ -49,6 +49,7 @@ from iree.compiler import ir
 
 from . import fusion as fusion_pkg
 from .dispatch.collapse import collapse_column_reductions
+from .dispatch.fold_reshapes import fold_binding_reshapes
 from .dispatch.fuse_roots import fuse_elementwise_roots
 from .dispatch.read import Dispatch, dispatch_sites, read_dispatches
 from .errors import GroupFailed, TilefuseError
@@ -181,15 +182,17 @@ def phase1_executable_sources(
 
 
 def collapse_stage(sources: Path) -> list[str]:
-    """Merge adjacent reduced / kept loops of column reductions (collapse.py)
-    and the elementwise roots of a dispatch into one op (fuse_roots.py); one
-    line per dispatch either rewrote or left, and why."""
+    """Merge adjacent reduced / kept loops of column reductions (collapse.py),
+    the elementwise roots of a dispatch into one op (fuse_roots.py), and fold
+    reshapes of loads and stores into their bindings (fold_reshapes.py); one
+    line per dispatch each rewrote or left, and why."""
     text = sources.read_text()
     collapsed, log = collapse_column_reductions(text)
     merged, merge_log = fuse_elementwise_roots(collapsed)
-    if merged is not text:
-        sources.write_text(merged)
-    return log + merge_log
+    folded, fold_log = fold_binding_reshapes(merged)
+    if folded is not text:
+        sources.write_text(folded)
+    return log + merge_log + fold_log
 
 
 def choose_strategies(

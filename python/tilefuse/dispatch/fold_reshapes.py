@@ -1,0 +1,60 @@
+"""Fold reshapes of loads and stores into the bindings, in the executable sources.
+
+hlo/scalars.py views a reduction to a scalar as rows ([160] read as
+[1, 160]); when the viewed value comes from another dispatch, the reshape
+sits in the reading dispatch as a tensor.expand_shape of its load, and the
+row kernels refuse a dispatch holding one ("tensor.expand_shape in the
+dispatch": an MLP's mean squared error stayed on IREE's codegen). IREE folds
+such reshapes into the binding (a view of the same buffer with the other
+shape) in the dispatches it forms itself, with
+`iree-codegen-fold-reshape-into-interface-tensor`, but not in the regions
+the fusion stage pre-forms. This stage runs that pass on the dispatches
+that hold a reshape of a load or of a stored value; the log names them.
+"""
+
+from iree.compiler import ir, passmanager
+
+from ..irutil import context, symbol_name, walk
+from .read import LOAD, STORE
+
+PIPELINE = "func.func(iree-codegen-fold-reshape-into-interface-tensor, canonicalize)"
+RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+
+
+def _producer_name(v: ir.Value) -> str | None:
+    owner = v.owner
+    return owner.operation.name if isinstance(owner, ir.OpView | ir.Operation) else None
+
+
+def _binding_reshapes(func: ir.Operation) -> int:
+    """Reshapes of a load, or stored, in `func`."""
+    of_load = (op.name in RESHAPES and _producer_name(op.operands[0]) == LOAD for op in walk(func))
+    stored = (op.name == STORE and _producer_name(op.operands[0]) in RESHAPES for op in walk(func))
+    return sum(of_load) + sum(stored)
+
+
+def fold_binding_reshapes(sources: str) -> tuple[str, list[str]]:
+    """The executable sources with reshapes of loads and stores folded into
+    their bindings, and one line per dispatch that held any."""
+    ctx = context(unregistered=True)
+    module = ir.Module.parse(sources, ctx)
+    log, changed = [], False
+    funcs = [
+        op
+        for op in walk(module.operation)
+        if op.name == "func.func" and any(inner.name == LOAD for inner in walk(op))
+    ]
+    for func in funcs:
+        before = _binding_reshapes(func)
+        if not before:
+            continue
+        passmanager.PassManager.parse(PIPELINE, ctx).run(func)
+        after = _binding_reshapes(func)
+        changed = changed or after < before
+        log.append(
+            f"{symbol_name(func)}: {before - after} of {before} reshapes folded into bindings"
+        )
+    if not changed:
+        return sources, log
+    module.operation.verify()
+    return module.operation.get_asm(enable_debug_info=True), log
