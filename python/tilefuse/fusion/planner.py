@@ -25,6 +25,7 @@ IREE handles them as they are. Results only depend on the program, so names
 are derived from the function, the kind, the hero and the hero's position.
 """
 
+import math
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -602,8 +603,24 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
 
 
 def _slices(graph: FuncGraph, members: set[int]) -> bool:
-    """The group slices a tensor."""
-    return any(graph.nodes[i].name == "stablehlo.slice" for i in members)
+    """The group takes a strided slice of a tensor (rows of it, not one
+    contiguous block: gpt2's [:, :, 0:32] of [2, 16, 96]). IREE folds a
+    contiguous slice (split-K's partial [i:i+1] of [S, M, N]) into the
+    reader's load; a strided one it copies."""
+    return any(_strided(graph.nodes[i]) for i in members)
+
+
+def _strided(node) -> bool:
+    if node.name != "stablehlo.slice" or node.shape is None:
+        return False
+    if any(step != 1 for step in node.ints("strides")):
+        return True
+    source, result = node.operand_shapes[0] or [], node.shape
+    partial = [d for d, (s, r) in enumerate(zip(source, result)) if s != r]
+    if not partial:
+        return False
+    first = partial[0]
+    return math.prod(result[:first]) > 1 or result[first + 1 :] != source[first + 1 :]
 
 
 def _stablehlo(graph: FuncGraph, nodes: set[int]) -> bool:
