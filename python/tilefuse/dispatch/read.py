@@ -48,6 +48,8 @@ class OpSummary:
     # Some input of rank >= 2 is not read along the innermost loop (a
     # transposed read: strided on the rows the kernel walks).
     strided_input: bool = False
+    # Its body reads a loop index (linalg.index: an iota, a one-hot).
+    indexes: bool = False
 
 
 @dataclass
@@ -440,6 +442,7 @@ def _pad_problem(pad, read_in_place: bool) -> str | None:
 def _summary(op) -> OpSummary:
     attrs = op.attributes
     s = OpSummary(name=op.name, result_bits=[_element(r.type)[1] for r in op.results])
+    s.indexes = any(inner.name == "linalg.index" for inner in walk(op))
     if "iterator_types" in attrs:
         s.iterator_types = iterator_types(op)
         num_inputs = 0

@@ -101,6 +101,15 @@ def row_ops_refusal(d: Dispatch, per_row_ops: bool = False) -> str | None:
             # row merged by IREE, the mean read twice): the chunked softmax
             # kernel leaves that op untiled ("linalg.generic left").
             return "an op over one value per row that is not the root"
+        elif (
+            op.iterator_types == ROOT_EPILOGUE
+            and d.iterator_types != ROOT_EPILOGUE
+            and any(o.indexes for o in d.op_summaries)
+        ):
+            # Found on the corpus (cross_entropy_f32: a log of the row's sum
+            # beside a one-hot's iota row): the recomputed ops were left
+            # unvectorized ("linalg.generic, linalg.index left").
+            return "an op over one value per row beside an op that reads a loop index"
         elif op.iterator_types not in (ROOT_ELEMENTWISE, ROOT_EPILOGUE):
             return f"a linalg.generic over {op.iterator_types}"
         if any(b > MAX_ACCUMULATOR_BITS for b in op.result_bits):
