@@ -13,16 +13,18 @@ stage pre-forms. This stage runs that pass,
 those dispatches: the chain becomes one generic yielding every stored value,
 which the strategies take as their root.
 
-Only dispatches whose stored values come from two or more ops, all of them
-elementwise (linalg.generic ops whose every loop is parallel, or arith ops
-on whole tensors, such as IREE's widening of a relu's mask to i8), are
-touched; the log says which were merged and which were left and why.
+Only dispatches whose stored values come from two or more linalg.generic
+ops, all of them elementwise (every loop parallel), are touched; the log
+says which were merged and which were left and why. Not merged: an arith op
+on a whole tensor among the roots (IREE's widening of a stored i1 to i8,
+beside the op computing it: converted to a generic first, the pass still
+merged none, so such dispatches are left as they are).
 """
 
 from iree.compiler import ir, passmanager
 
 from ..irutil import context, iterator_types, symbol_name, walk
-from .read import LOAD, STORE, tensor_arith
+from .read import LOAD, STORE
 
 PIPELINE = (
     "func.func(iree-dispatch-creation-fuse-multi-use-elementwise-producer, canonicalize, cse)"
@@ -43,8 +45,6 @@ def _stored_by(func: ir.Operation) -> list[ir.Operation]:
 
 
 def _elementwise(op: ir.Operation) -> bool:
-    if tensor_arith(op):
-        return True
     return op.name == "linalg.generic" and all(it == "parallel" for it in iterator_types(op))
 
 
