@@ -588,10 +588,10 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
             users = {u for i in members for u in graph.nodes[i].users} - members
             returned = any(graph.nodes[i].returned for i in members)
             feeds = users and not users & outlined and not returned and _stablehlo(graph, users)
-            if g.kind == "loop" and feeds and not _slices(graph, members):
+            if g.kind == "loop" and feeds and not _strided_slices(graph, members):
                 ops = sorted({graph.nodes[u].name.removeprefix("stablehlo.") for u in users})
                 g.why_not_outlined = FEEDS_IREE.format(ops=", ".join(ops))
-            elif not _slices(graph, members) and _after_iree_contraction(
+            elif not _strided_slices(graph, members) and _after_iree_contraction(
                 graph, members, outlined, epilogues
             ):
                 g.why_not_outlined = EPILOGUE_OF_IREE
@@ -602,7 +602,7 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
             changed = True
 
 
-def _slices(graph: FuncGraph, members: set[int]) -> bool:
+def _strided_slices(graph: FuncGraph, members: set[int]) -> bool:
     """The group takes a strided slice of a tensor (rows of it, not one
     contiguous block: gpt2's [:, :, 0:32] of [2, 16, 96]). IREE folds a
     contiguous slice (split-K's partial [i:i+1] of [S, M, N]) into the
