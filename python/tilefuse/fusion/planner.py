@@ -560,7 +560,7 @@ def plan_function(
 # its consumer; a region of its own costs a dispatch (corpus conv_bn_relu: the
 # batch-norm scale rsqrt(var + eps) beside a convolution left to IREE: three
 # dispatches where IREE has two).
-# Neither rule takes a group that slices: IREE copies a strided slice in a
+# Neither rule takes a group that takes a strided slice: IREE copies one in a
 # dispatch of its own (slow_memcpy) instead of fusing it into the reader or
 # folding it into the contraction it reads (corpus gpt2_block, a BERT block:
 # the head split of a qkv projection, a copy and a transpose per head).

@@ -67,8 +67,8 @@ def row_ops_refusal(d: Dispatch, per_row_ops: bool = False) -> str | None:
     """Why the dispatch is not a chain of ops over [rows, n] rows (elementwise,
     row reductions, one value per row) ending in such a root, or None.
     `per_row_ops`: the kernel takes an op over one value per row besides the
-    root (row_warp, whose row is one subgroup's: each lane computes it on
-    the reduction's value, which every lane holds)."""
+    root, recomputing it where it is read (row_warp's lanes, which all hold
+    the reduction's value; the softmax kernel's threads)."""
     if d.problem:
         return d.problem
     if d.root_op != "linalg.generic" or tuple(d.iterator_types) not in ROOT_KINDS:
@@ -97,9 +97,9 @@ def row_ops_refusal(d: Dispatch, per_row_ops: bool = False) -> str | None:
             and d.iterator_types != ROOT_EPILOGUE
             and not per_row_ops
         ):
-            # Found with a jnp.var layer norm in f16 (its two sums of the f32
-            # row merged by IREE, the mean read twice): the chunked softmax
-            # kernel leaves that op untiled ("linalg.generic left").
+            # A jnp.var layer norm in f16 has one (IREE merges the two sums
+            # of the f32 row, and the mean is read twice); a kernel without
+            # the recompute leaves that op untiled ("linalg.generic left").
             return "an op over one value per row that is not the root"
         elif (
             op.iterator_types == ROOT_EPILOGUE
