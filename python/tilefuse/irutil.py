@@ -46,6 +46,12 @@ def map_dims(amap: ir.AffineMap) -> list[int] | None:
     return dims
 
 
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op whose result `value` is, or None for a block argument."""
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
 def holds(op: ir.Operation, name: str) -> bool:
     """Some op nested in `op` is named `name`."""
     return any(inner.name == name for inner in walk(op))

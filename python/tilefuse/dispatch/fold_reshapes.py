@@ -17,21 +17,20 @@ ops, where no kernel takes it); the log names them.
 from iree.compiler import ir, passmanager
 
 from ..irutil import context, symbol_name, walk
-from .read import LOAD, STORE
+from .read import LOAD, STORE, defining_op_name
 
 PIPELINE = "func.func(iree-codegen-fold-reshape-into-interface-tensor, canonicalize)"
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
-def _producer_name(v: ir.Value) -> str | None:
-    owner = v.owner
-    return owner.operation.name if isinstance(owner, ir.OpView | ir.Operation) else None
-
-
 def _binding_reshapes(func: ir.Operation) -> int:
     """Reshapes of a load, or stored, in `func`."""
-    of_load = (op.name in RESHAPES and _producer_name(op.operands[0]) == LOAD for op in walk(func))
-    stored = (op.name == STORE and _producer_name(op.operands[0]) in RESHAPES for op in walk(func))
+    of_load = (
+        op.name in RESHAPES and defining_op_name(op.operands[0]) == LOAD for op in walk(func)
+    )
+    stored = (
+        op.name == STORE and defining_op_name(op.operands[0]) in RESHAPES for op in walk(func)
+    )
     return sum(of_load) + sum(stored)
 
 

@@ -23,7 +23,7 @@ merged none, so such dispatches are left as they are).
 
 from iree.compiler import ir, passmanager
 
-from ..irutil import context, iterator_types, symbol_name, walk
+from ..irutil import context, defining_op, iterator_types, symbol_name, walk
 from .read import LOAD, STORE
 
 PIPELINE = (
@@ -37,8 +37,7 @@ def _stored_by(func: ir.Operation) -> list[ir.Operation]:
     for op in walk(func):
         if op.name != STORE:
             continue
-        owner = op.operands[0].owner
-        producer = owner.operation if isinstance(owner, ir.OpView | ir.Operation) else None
+        producer = defining_op(op.operands[0])
         if producer is not None and not any(producer == f for f in found):
             found.append(producer)
     return found

@@ -11,7 +11,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from ..fusion.indexing import IndexingMap, stride
-from ..irutil import context, iterator_types, symbol_name, walk
+from ..irutil import context, defining_op, iterator_types, symbol_name, walk
 
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
@@ -244,13 +244,8 @@ def _loop_ranges(maps, operands: list[Operand], rank: int) -> list[int]:
     return ranges
 
 
-def _defining(v: ir.Value) -> ir.Operation | None:
-    owner = v.owner
-    return owner.operation if hasattr(owner, "operation") else None
-
-
-def _defining_op_name(v: ir.Value) -> str | None:
-    op = _defining(v)
+def defining_op_name(v: ir.Value) -> str | None:
+    op = defining_op(v)
     return op.name if op is not None else None
 
 
@@ -269,7 +264,7 @@ def _push_constant_scalars(top: list[ir.Operation]) -> list[ir.Operation]:
         if op.name in PLUMBING or op.regions or not op.results:
             continue
         scalar = all(not isinstance(r.type, ir.ShapedType) for r in op.results)
-        sources = [_defining(v) for v in op.operands]
+        sources = [defining_op(v) for v in op.operands]
         if (
             scalar
             and sources
@@ -326,7 +321,7 @@ def _analyse(func, executable: str) -> Dispatch:
     operands = list(root.operands)
     d.inputs = [_operand(v) for v in operands[:num_inputs]]
     d.outputs = [_operand(v) for v in root.results]
-    d.input_producers = [_defining_op_name(v) for v in operands[:num_inputs]]
+    d.input_producers = [defining_op_name(v) for v in operands[:num_inputs]]
     if "indexing_maps" in attrs and "iterator_types" in attrs:
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
         identity = ir.AffineMap.get_identity(len(d.iterator_types), func.context)
@@ -342,7 +337,7 @@ def _analyse(func, executable: str) -> Dispatch:
         d.pad_inputs = {
             i: _pad_problem(v.owner.operation, maps[i] == identity)
             for i, v in enumerate(operands[:num_inputs])
-            if _defining_op_name(v) == "tensor.pad"
+            if defining_op_name(v) == "tensor.pad"
         }
     d.combiners = _combiners(root, num_inputs)
     d.root_gathers = any(op.name == "tensor.extract" for op in walk(root))
@@ -381,7 +376,7 @@ def _describe_root_cast(d: Dispatch, op: ir.Operation) -> Dispatch:
     d.iterator_types = ["parallel"] * rank
     d.inputs = [_operand(v) for v in op.operands]
     d.outputs = [_operand(v) for v in op.results]
-    d.input_producers = [_defining_op_name(v) for v in op.operands]
+    d.input_producers = [defining_op_name(v) for v in op.operands]
     d.output_maps_identity = True
     d.root_maps = [identity] * len(operands)
     d.loop_ranges = shape
@@ -415,7 +410,7 @@ def _contraction(op) -> Contraction | None:
         lhs_k_inner=_inner_dim(maps[0]) in k,
         rhs_k_inner=_inner_dim(maps[1]) in k,
         result_n_inner=_inner_dim(maps[2]) in set(dims.n),
-        init=_defining_op_name(acc),
+        init=defining_op_name(acc),
         loops_bmnk=[*dims.batch, *dims.m, *dims.n, *dims.k] == list(range(maps[0].n_dims)),
     )
 
@@ -427,14 +422,14 @@ def _pad_problem(pad, read_in_place: bool) -> str | None:
     if not read_in_place:
         return "the root reads the pad through a non-identity map"
     source = pad.operands[0]
-    if _defining_op_name(source) != LOAD:
+    if defining_op_name(source) != LOAD:
         return "the pad's source is computed in the dispatch, not loaded"
     # A dynamic low pad shows as a negative sentinel in static_low: nonzero too.
     if any(ir.DenseI64ArrayAttr(pad.attributes["static_low"])):
         return "low padding (only high padding is a bounds check)"
     body = pad.regions[0].blocks[0]
     value = list(body.operations)[-1].operands[0]
-    if _defining_op_name(value) != "arith.constant":
+    if defining_op_name(value) != "arith.constant":
         return "padding value is not a constant"
     return None
 
@@ -477,8 +472,7 @@ def _combiners(root, num_inputs: int) -> list[str | None]:
     ops = list(block.operations)
     found = []
     for value in ops[-1].operands if ops else []:
-        owner = value.owner
-        op = owner.operation if hasattr(owner, "operation") else None
+        op = defining_op(value)
         uses_out = op is not None and any(o in outs for o in op.operands)
         found.append(op.name if uses_out else None)
     return found

@@ -27,7 +27,7 @@ differently), so this fold is its own small rewrite.
 from iree.compiler import ir
 
 from ..frontend import location_text
-from ..irutil import walk
+from ..irutil import defining_op, walk
 from .ops import ELEMENTWISE, element_type, shape_of
 
 BROADCAST = "stablehlo.broadcast_in_dim"
@@ -41,11 +41,6 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     """Sink keepdims broadcasts below elementwise ops, then fold every
     broadcast of a broadcast in `func`, in place; one log line per change."""
     return sink_keepdims(func) + fold_chains(func)
-
-
-def _producer(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
 
 
 def _keepdims(op: ir.Operation) -> bool:
@@ -66,7 +61,7 @@ def _splat(op: ir.Operation) -> bool:
 def sink_keepdims(func: ir.Operation) -> list[str]:
     log = []
     for op in [op for op in walk(func) if op.name in ELEMENTWISE]:
-        producers = [_producer(v) for v in op.operands]
+        producers = [defining_op(v) for v in op.operands]
         if any(p is None or p.name != BROADCAST for p in producers):
             continue
         keep = [p for p in producers if _keepdims(p)]

@@ -33,6 +33,7 @@ readers; the log says which and why.
 from iree.compiler import ir
 
 from ..frontend import location_text
+from ..irutil import defining_op
 from .ops import dot_numbers, op_class, shape_of
 
 # Index ops a layout change may look through on the way to the producer.
@@ -61,11 +62,6 @@ def _single_use(v: ir.Value) -> bool:
     return sum(1 for _ in v.uses) == 1
 
 
-def _producer(v: ir.Value) -> ir.Operation | None:
-    owner = v.owner
-    return owner.operation if isinstance(owner, ir.OpView | ir.Operation) else None
-
-
 def produced_in_a_dispatch(v: ir.Value) -> str | None:
     """Why transposing `v` where it is produced would add a dispatch, or
     None: `v` and every view on the way are read once, and the chain of
@@ -73,7 +69,7 @@ def produced_in_a_dispatch(v: ir.Value) -> str | None:
     while True:
         if not _single_use(v):
             return "it has other readers"
-        op = _producer(v)
+        op = defining_op(v)
         if op is None:
             return "it is an argument"
         if op.name == "stablehlo.slice" or op_class(op.name) == "elementwise":
@@ -87,7 +83,7 @@ def _transpose(v: ir.Value, perm: list[int], ip: ir.InsertionPoint, loc) -> ir.V
     """transpose(v, perm), composed with a transpose producing `v` (read
     only here; the caller erases it); `v`'s source itself where the two
     cancel."""
-    inner = _producer(v)
+    inner = defining_op(v)
     if inner is not None and inner.name == "stablehlo.transpose" and _single_use(v):
         first = list(ir.DenseI64ArrayAttr(inner.attributes["permutation"]))
         perm = [first[p] for p in perm]
@@ -184,7 +180,7 @@ def _make_plain(
         ip=ip,
     )
     op.results[0].replace_all_uses_with(plain.results[0])
-    old = [_producer(v) for v in op.operands]
+    old = [defining_op(v) for v in op.operands]
     op.erase()
     for producer in old:  # a transpose composed into the new one
         if producer is not None and not any(True for r in producer.results for _ in r.uses):

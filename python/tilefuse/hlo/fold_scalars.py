@@ -27,6 +27,7 @@ import operator
 import numpy as np
 from iree.compiler import ir
 
+from ..irutil import defining_op
 from .ops import element_type, op_class, shape_of
 
 NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_}
@@ -60,8 +61,8 @@ def _numpy_type(t: ir.Type):
 def _constant(v: ir.Value):
     """The scalar a rank-0 stablehlo.constant holds (a numpy scalar of its
     element type), or None."""
-    owner = v.owner
-    if not isinstance(owner, ir.OpView | ir.Operation) or owner.name != "stablehlo.constant":
+    owner = defining_op(v)
+    if owner is None or owner.name != "stablehlo.constant":
         return None
     cast = _numpy_type(v.type)
     if shape_of(v.type) != [] or cast is None:

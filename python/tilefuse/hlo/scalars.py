@@ -37,6 +37,7 @@ import math
 from iree.compiler import ir
 
 from ..frontend import location_text
+from ..irutil import defining_op
 from .argminmax import (
     FLOAT_TYPES,
     INT_TYPES,
@@ -233,11 +234,6 @@ def _elementwise(op: ir.Operation) -> bool:
     return node_class(op) == "elementwise"
 
 
-def _producer(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if hasattr(owner, "operation") else None
-
-
 def _cone(root: ir.Operation, view: ir.Operation) -> list[ir.Operation]:
     """The elementwise ops of x's full shape that feed `root` (x's producer)
     and whose results nothing but the cone and `view` reads, program order."""
@@ -250,7 +246,7 @@ def _cone(root: ir.Operation, view: ir.Operation) -> list[ir.Operation]:
         if len(op.results) != 1 or shape_of(op.results[0].type) != shape:
             continue
         candidates.append(op)
-        stack += [_producer(v) for v in op.operands]
+        stack += [defining_op(v) for v in op.operands]
     # An expensive op reading a value from outside stays outside: IREE does
     # not fuse it into the reduction, and collapses it back to [N] with an
     # expand_shape left inside (exp(x) * y failed); it becomes a loop
@@ -258,7 +254,8 @@ def _cone(root: ir.Operation, view: ir.Operation) -> list[ir.Operation]:
     candidates = [
         op
         for op in candidates
-        if op.name not in EXPENSIVE or all(_inside(_producer(v), candidates) for v in _tensors(op))
+        if op.name not in EXPENSIVE
+        or all(_inside(defining_op(v), candidates) for v in _tensors(op))
     ]
     changed = True
     while changed:  # drop ops read from outside; that may expose others
@@ -339,7 +336,7 @@ def hoist_view(view: ir.Operation) -> None:
     """Put the stablehlo.reshape `view` of x above the elementwise ops that
     compute x (the cone nothing else reads): they are recreated on the
     view's shape, reading views of their inputs."""
-    root = _producer(view.operands[0])
+    root = defining_op(view.operands[0])
     splits = len(shape_of(view.results[0].type)) > len(shape_of(view.operands[0].type))
     cone = _cone(root, view) if root is not None else []
     if not cone or splits and all(_unary(op) for op in cone):
@@ -364,7 +361,7 @@ def sink_view(view: ir.Operation) -> None:
     sunk: list[ir.Operation] = []
 
     def available(v) -> bool:
-        if v == result or _inside(_producer(v), sunk):
+        if v == result or _inside(defining_op(v), sunk):
             return True
         return shape_of(v.type) == [] and _splat(v)
 
@@ -437,7 +434,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             )
             if first_view is not None:
                 hoist_view(first_view)
-            last_view = _producer(users[0][0].operands[users[0][1]]) if users else None
+            last_view = defining_op(users[0][0].operands[users[0][1]]) if users else None
             if last_view is not None and last_view.name == "stablehlo.reshape":
                 sink_view(last_view)
         rows = ", then ".join(f"[{r}, {m}]" for r, m in views)
