@@ -48,9 +48,10 @@ from pathlib import Path
 from iree.compiler import ir
 
 from . import fusion as fusion_pkg
-from .dispatch.collapse import collapse_column_reductions
-from .dispatch.fold_reshapes import fold_binding_reshapes
-from .dispatch.fuse_roots import fuse_elementwise_roots
+from .dispatch import rewrite_sources
+from .dispatch.collapse import collapse_in
+from .dispatch.fold_reshapes import fold_reshapes_in
+from .dispatch.fuse_roots import fuse_roots_in
 from .dispatch.read import Dispatch, dispatch_sites, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
@@ -93,8 +94,8 @@ class CompileResult:
     # Dispatches one call issues, from IREE's scheduling statistics
     # (Options.statistics; None without them).
     scheduled_dispatches: int | None = None
-    # What the stages between phase 1 and 2 did (collapse, fuse_roots), one
-    # line each.
+    # What the stages between phase 1 and 2 did (collapse, fuse_roots,
+    # fold_reshapes), one line each.
     log: list[str] = field(default_factory=list)
     # Every stage's output, for `recompile` (None for a loaded module).
     compilation: "Compilation | None" = None
@@ -187,12 +188,10 @@ def collapse_stage(sources: Path) -> list[str]:
     reshapes of loads and stores into their bindings (fold_reshapes.py); one
     line per dispatch each rewrote or left, and why."""
     text = sources.read_text()
-    collapsed, log = collapse_column_reductions(text)
-    merged, merge_log = fuse_elementwise_roots(collapsed)
-    folded, fold_log = fold_binding_reshapes(merged)
-    if folded is not text:
-        sources.write_text(folded)
-    return log + merge_log + fold_log
+    rewritten, log = rewrite_sources(text, collapse_in, fuse_roots_in, fold_reshapes_in)
+    if rewritten is not text:
+        sources.write_text(rewritten)
+    return log
 
 
 def choose_strategies(

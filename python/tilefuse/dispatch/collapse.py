@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import context, iterator_types, map_dims, symbol_name, walk
+from ..irutil import iterator_types, map_dims, symbol_name, walk
+from . import rewrite_sources
 from .read import LOAD, STORE
 
 
@@ -261,8 +262,11 @@ def collapse_column_reductions(sources: str) -> tuple[str, list[str]]:
     """The executable sources with column-reduction roots collapsed, and one
     line per column reduction with several reduced or kept loops: collapsed
     (the loops before and after), or left as IREE wrote it and why."""
-    ctx = context(unregistered=True)
-    module = ir.Module.parse(sources, ctx)
+    return rewrite_sources(sources, collapse_in)
+
+
+def collapse_in(module: ir.Module) -> tuple[bool, list[str]]:
+    """collapse_column_reductions on the parsed sources, in place."""
     found, log = [], []
     for op in walk(module.operation):
         if op.name != "func.func" or op.parent.operation.name != "builtin.module":
@@ -277,7 +281,7 @@ def collapse_column_reductions(sources: str) -> tuple[str, list[str]]:
         elif why:
             log.append(f"{name}: column reduction not collapsed: {why}")
     changed = False
-    with ir.Location.unknown(ctx):
+    with ir.Location.unknown(module.context):
         # Rewrite after the walk, not during it.
         for name, root, layout in found:
             before = iterator_types(root)
@@ -291,7 +295,4 @@ def collapse_column_reductions(sources: str) -> tuple[str, list[str]]:
                 raise TilefuseError(f"{name}: collapse left loops {after}")
             log.append(f"{name}: column reduction loops {before} collapsed to {after}")
             changed = True
-    if not changed:
-        return sources, log
-    module.operation.verify()
-    return module.operation.get_asm(enable_debug_info=True), log
+    return changed, log

@@ -16,7 +16,8 @@ ops, where no kernel takes it); the log names them.
 
 from iree.compiler import ir, passmanager
 
-from ..irutil import context, symbol_name, walk
+from ..irutil import symbol_name, walk
+from . import rewrite_sources
 from .read import LOAD, STORE, defining_op_name
 
 PIPELINE = "func.func(iree-codegen-fold-reshape-into-interface-tensor, canonicalize)"
@@ -37,8 +38,11 @@ def _binding_reshapes(func: ir.Operation) -> int:
 def fold_binding_reshapes(sources: str) -> tuple[str, list[str]]:
     """The executable sources with reshapes of loads and stores folded into
     their bindings, and one line per dispatch that held any."""
-    ctx = context(unregistered=True)
-    module = ir.Module.parse(sources, ctx)
+    return rewrite_sources(sources, fold_reshapes_in)
+
+
+def fold_reshapes_in(module: ir.Module) -> tuple[bool, list[str]]:
+    """fold_binding_reshapes on the parsed sources, in place."""
     log, changed = [], False
     funcs = [
         op
@@ -53,7 +57,7 @@ def fold_binding_reshapes(sources: str) -> tuple[str, list[str]]:
         # split-K sum's loads folded, a collapse_shape moved between its ops
         # instead), the original stays, which the loop kernel reads as views.
         folded = func.clone(ip=ir.InsertionPoint(func))
-        passmanager.PassManager.parse(PIPELINE, ctx).run(folded)
+        passmanager.PassManager.parse(PIPELINE, module.context).run(folded)
         name = symbol_name(func)
         if any(op.name in RESHAPES for op in walk(folded)):
             folded.erase()
@@ -64,7 +68,4 @@ def fold_binding_reshapes(sources: str) -> tuple[str, list[str]]:
         func.erase()
         changed = True
         log.append(f"{name}: {before} reshapes folded into bindings")
-    if not changed:
-        return sources, log
-    module.operation.verify()
-    return module.operation.get_asm(enable_debug_info=True), log
+    return changed, log

@@ -23,7 +23,8 @@ merged none, so such dispatches are left as they are).
 
 from iree.compiler import ir, passmanager
 
-from ..irutil import context, defining_op, iterator_types, symbol_name, walk
+from ..irutil import defining_op, iterator_types, symbol_name, walk
+from . import rewrite_sources
 from .read import LOAD, STORE
 
 PIPELINE = (
@@ -50,8 +51,11 @@ def _elementwise(op: ir.Operation) -> bool:
 def fuse_elementwise_roots(sources: str) -> tuple[str, list[str]]:
     """The executable sources with each dispatch's elementwise roots merged,
     and one line per dispatch with several roots."""
-    ctx = context(unregistered=True)
-    module = ir.Module.parse(sources, ctx)
+    return rewrite_sources(sources, fuse_roots_in)
+
+
+def fuse_roots_in(module: ir.Module) -> tuple[bool, list[str]]:
+    """fuse_elementwise_roots on the parsed sources, in place."""
     targets, log = [], []
     for op in walk(module.operation):
         if op.name != "func.func" or not any(inner.name == LOAD for inner in walk(op)):
@@ -67,14 +71,11 @@ def fuse_elementwise_roots(sources: str) -> tuple[str, list[str]]:
             log.append(f"{name}: {len(roots)} roots not merged: not all elementwise ({kinds})")
     changed = False
     for name, func, count in targets:
-        passmanager.PassManager.parse(PIPELINE, ctx).run(func)
+        passmanager.PassManager.parse(PIPELINE, module.context).run(func)
         left = len(_stored_by(func))
         if left < count:
             changed = True
             log.append(f"{name}: {count} elementwise roots merged into {left}")
         else:
             log.append(f"{name}: {count} elementwise roots left as they are (the pass merged none)")
-    if not changed:
-        return sources, log
-    module.operation.verify()
-    return module.operation.get_asm(enable_debug_info=True), log
+    return changed, log
