@@ -31,7 +31,7 @@ from itertools import pairwise
 
 from iree.compiler import ir
 
-from ..hlo.ops import bytes_of, dot_numbers, element_type, try_cast
+from ..hlo.ops import bytes_of, dot_free_extents, dot_numbers, element_type, try_cast
 from ..targets import Target
 from . import pads
 from .catalogue import NO_PAD_READER, KernelCatalogue
@@ -103,25 +103,12 @@ RESHAPED_FALLBACK = (
 )
 
 
-def _free_extents(node) -> list[list[int]]:
-    """Per operand of a dot_general, the extents of its free dims (neither
-    batch nor contracting)."""
-    numbers = dot_numbers(node.op)
-    free = []
-    for side, shape in zip(("lhs", "rhs"), node.operand_shapes):
-        bound = set(
-            numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
-        )
-        free.append([extent for i, extent in enumerate(shape or []) if i not in bound])
-    return free
-
-
 def reshaped_contraction(node) -> bool:
     """A dot_general whose linalg form needs reshapes: more than one free
     (neither batch nor contracting) dim on an operand."""
     if node.name != "stablehlo.dot_general":
         return False
-    return any(len(extents) > 1 for extents in _free_extents(node))
+    return any(len(extents) > 1 for extents in dot_free_extents(node.op))
 
 
 # Measured on the corpus (gpt2_block, after hlo/dot_layouts.py put q k^T in
@@ -157,7 +144,7 @@ def unit_free_dim_contraction(node) -> bool:
     resources are restricted to workgroup distributed contexts")."""
     if node.name != "stablehlo.dot_general":
         return False
-    return any(1 in extents for extents in _free_extents(node))
+    return any(1 in extents for extents in dot_free_extents(node.op))
 
 
 def plain_contraction(node) -> bool:

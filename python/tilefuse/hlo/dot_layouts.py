@@ -34,7 +34,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op
-from .ops import dot_numbers, op_class, shape_of
+from .ops import dot_free_extents, dot_numbers, op_class, shape_of
 
 # Index ops a layout change may look through on the way to the producer.
 VIEWS = {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"}
@@ -48,14 +48,6 @@ def plain_order(numbers: dict[str, list[int]], rank: int, side: str) -> list[int
     contracting = numbers[f"{side}_contracting_dimensions"]
     free = [d for d in range(rank) if d not in batch and d not in contracting]
     return batch + (free + contracting if side == "lhs" else contracting + free)
-
-
-def _free_extents(numbers: dict[str, list[int]], shape: list[int], side: str) -> int:
-    """How many free dims of extent above 1 operand `side` has, or -1 when it
-    has a free dim of extent 1 (a vector-matrix product)."""
-    taken = numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
-    free = [shape[d] for d in range(len(shape)) if d not in taken]
-    return -1 if 1 in free else len(free)
 
 
 def _single_use(v: ir.Value) -> bool:
@@ -116,10 +108,9 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         numbers = dot_numbers(op)
         if len(numbers["lhs_contracting_dimensions"]) != 1:
             continue
-        shapes = [shape_of(v.type) or [] for v in op.operands]
-        ranks = [len(shape) for shape in shapes]
-        if any(_free_extents(numbers, shape, s) != 1 for s, shape in zip(("lhs", "rhs"), shapes)):
-            continue  # the planner leaves it to IREE in any layout
+        ranks = [len(shape_of(v.type) or []) for v in op.operands]
+        if any(len(free) != 1 or free == [1] for free in dot_free_extents(op)):
+            continue  # not one free dim a side: the planner leaves it to IREE in any layout
         orders = {s: plain_order(numbers, r, s) for s, r in zip(("lhs", "rhs"), ranks)}
         moved = {s: order != list(range(len(order))) for s, order in orders.items()}
         if not any(moved.values()):

@@ -196,6 +196,20 @@ def dot_numbers(op: ir.Operation) -> dict[str, list[int]]:
     return numbers
 
 
+def dot_free_extents(op: ir.Operation) -> list[list[int]]:
+    """Per operand of a dot_general (lhs, rhs), the extents of its free dims
+    (neither batch nor contracting)."""
+    numbers = dot_numbers(op)
+    free = []
+    for side, value in zip(("lhs", "rhs"), op.operands):
+        bound = set(
+            numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
+        )
+        shape = shape_of(value.type) or []
+        free.append([extent for i, extent in enumerate(shape) if i not in bound])
+    return free
+
+
 # A unit attribute on an op a rewrite added as a dispatch of its own on
 # purpose (a reduction's second step, a split-K sum): rewrite_module counts
 # and removes them (the fusion plan's split_steps).
