@@ -63,12 +63,13 @@ ROOT_KINDS = {
 }
 
 
-def row_ops_refusal(d: Dispatch, per_row_ops: bool = False) -> str | None:
+def row_ops_refusal(d: Dispatch) -> str | None:
     """Why the dispatch is not a chain of ops over [rows, n] rows (elementwise,
-    row reductions, one value per row) ending in such a root, or None.
-    `per_row_ops`: the kernel takes an op over one value per row besides the
-    root, recomputing it where it is read (row_warp's lanes, which all hold
-    the reduction's value; the softmax kernel's threads)."""
+    row reductions, one value per row) ending in such a root, or None. An op
+    over one value per row besides the root (a jnp.var layer norm in f16,
+    whose mean two ops read) is recomputed where it is read: by each lane in
+    row_warp (every lane holds the reduction's value), by each thread in the
+    softmax kernel."""
     if d.problem:
         return d.problem
     if d.root_op != "linalg.generic" or tuple(d.iterator_types) not in ROOT_KINDS:
@@ -92,15 +93,6 @@ def row_ops_refusal(d: Dispatch, per_row_ops: bool = False) -> str | None:
             reductions += 1
             if len(op.combiners) != 1 or op.combiners[0] not in COMBINERS:
                 return f"a reduction combining with {op.combiners}"
-        elif (
-            op.iterator_types == ROOT_EPILOGUE
-            and d.iterator_types != ROOT_EPILOGUE
-            and not per_row_ops
-        ):
-            # A jnp.var layer norm in f16 has one (IREE merges the two sums
-            # of the f32 row, and the mean is read twice); a kernel without
-            # the recompute leaves that op untiled ("linalg.generic left").
-            return "an op over one value per row that is not the root"
         elif (
             op.iterator_types == ROOT_EPILOGUE
             and d.iterator_types != ROOT_EPILOGUE

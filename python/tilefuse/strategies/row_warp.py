@@ -115,7 +115,7 @@ def _root_refusal(d: Dispatch, target: Target) -> str | None:
     if not target.row_register_elements:
         return f"target {target.name} has no one-subgroup row kernel (row_register_elements = 0)"
     if d.iterator_types == row_roots.ROOT_ELEMENTWISE:
-        return row_roots.row_ops_refusal(d, per_row_ops=True)
+        return row_roots.row_ops_refusal(d)
     if d.iterator_types == row_roots.ROOT_REDUCTION and len(d.combiners) == 1:
         return _lone_reduction_refusal(d, target)
     if d.iterator_types == row_roots.ROOT_REDUCTION:

@@ -185,7 +185,7 @@ def group_refusal(graph, group, target: Target) -> str | None:
 
 
 def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
-    why_not = row_ops_refusal(d, per_row_ops=True)
+    why_not = row_ops_refusal(d)
     if why_not:
         return None, why_not
     if d.iterator_types == ROOT_EPILOGUE:
