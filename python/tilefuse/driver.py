@@ -182,7 +182,7 @@ def phase1_executable_sources(
     return out
 
 
-def collapse_stage(sources: Path) -> list[str]:
+def sources_rewrite_stage(sources: Path) -> list[str]:
     """Merge adjacent reduced / kept loops of column reductions (collapse.py),
     the elementwise roots of a dispatch into one op (fuse_roots.py), and fold
     reshapes of loads and stores into their bindings (fold_reshapes.py); one
@@ -716,8 +716,8 @@ def set_sources(c: Compilation, sources: Path) -> None:
 
 
 def dispatch_stage(c: Compilation) -> None:
-    """Rewrite (collapse) and read the dispatches; tie them to their groups."""
-    c.stage_log = collapse_stage(c.sources) if c.target.is_gpu else []
+    """Rewrite (collapse, fuse roots, fold reshapes) and read the dispatches; tie them to their groups."""
+    c.stage_log = sources_rewrite_stage(c.sources) if c.target.is_gpu else []
     c.dispatches = read_dispatches(c.sources.read_text())
     if c.plan is not None:
         c.fused.dispatches = c.dispatches
@@ -798,7 +798,7 @@ def ptxas_check(c: Compilation, result: CompileResult) -> None:
 STAGES = (
     ("fusion", fusion_stage),  # plan and outline fusion groups (fusion.mlir)
     ("phase1", phase1_stage),  # iree-compile to executable sources
-    ("dispatches", dispatch_stage),  # collapse, read dispatches, attach groups
+    ("dispatches", dispatch_stage),  # rewrite the sources, read dispatches, attach groups
     ("strategies", strategy_stage),  # a strategy and parameters per dispatch
     ("phase2", phase2_stage),  # transform library: the strategies' kernels, verified
     ("phase3", phase3_stage),  # SPIR-V: finished kernels (aliased) to a vmfb
