@@ -56,6 +56,7 @@ from .dispatch.read import Dispatch, dispatch_sites, read_dispatches
 from .errors import GroupFailed, TilefuseError
 from .frontend import Program, load_program
 from .fusion.blame import blamed_groups
+from .hlo import wide_accumulators
 from .irutil import context, file_positions, one_context_per_compile
 from .kernel import ptx
 from .kernel.aliases import alias_report
@@ -115,16 +116,24 @@ class Options:
 
 
 def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
-    """The file phase 1 reads: the user's file, or a copy carrying a device target."""
-    if target.device_target is None:
+    """The file phase 1 reads: the user's file, or a copy carrying a device
+    target or bf16 products widened to f32 accumulation (as the fusion
+    plan's are: hlo/wide_accumulators.py), so that IREE's own formation and
+    the fallbacks compute what the plan computes."""
+    ctx = context(unregistered=True)
+    module = ir.Module.parse(program.text, ctx)
+    widened = wide_accumulators.rewrite_module(module)
+    if target.device_target is None and not widened:
         if program.path is not None:
             return program.path
         path = workdir / "input.mlir"
         path.write_text(program.text)
         return path
+    path = workdir / "input.mlir"
+    if target.device_target is None:
+        path.write_text(module.operation.get_asm(enable_debug_info=True))
+        return path
     # Targets IREE does not know (sm_90) travel inside the module.
-    ctx = context(unregistered=True)
-    module = ir.Module.parse(program.text, ctx)
     body = ir.InsertionPoint.at_block_begin(module.body)
     device = ir.Operation.parse(
         f"util.global private @{DEVICE_GLOBAL} = {target.device_target} : !hal.device", context=ctx
@@ -133,7 +142,6 @@ def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
     module.operation.attributes["stream.affinity.default"] = ir.Attribute.parse(
         f"#hal.device.affinity<@{DEVICE_GLOBAL}>", ctx
     )
-    path = workdir / "input.mlir"
     path.write_text(module.operation.get_asm(enable_debug_info=True))
     return path
 

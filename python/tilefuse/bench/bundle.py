@@ -105,8 +105,16 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                 "tilefuse": compile_tilefuse(
                     program, target, work / path.stem / "tilefuse", options.fusion, repeat, 1
                 ),
-                "iree": compile_iree(program, target, work / path.stem / "iree", repeat, 1),
             }
+            # A program plain iree-compile rejects is still bundled, for
+            # tilefuse alone: that IREE fails on it is itself a result.
+            baseline = {}
+            try:
+                runs["iree"] = compile_iree(program, target, work / path.stem / "iree", repeat, 1)
+            except TilefuseError as e:
+                baseline["baseline_error"] = str(e)
+                if progress:
+                    progress(i, len(paths), path.stem, f"plain IREE failed: {e}")
             folder = staging / "models" / path.stem
             folder.mkdir(parents=True)
             # The program itself, for the peers (XLA compiles the same StableHLO).
@@ -123,10 +131,16 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                     "source": shown(path),
                     "function": function,
                     "floor_bytes": floor,
+                    # f16/bf16 contraction work, for the fraction of the
+                    # tensor-core peak (0 for programs with none).
+                    "tensor_core_flops": sum(
+                        d.tensor_core_flops for d in runs["tilefuse"].costs.dispatches
+                    ),
                     "repeat": {c: r.timing_repeat for c, r in runs.items()},
                     "dispatches": {c: r.dispatch_count for c, r in runs.items()},
                     "tilefuse_kernels": runs["tilefuse"].notes,
                     "files": files,
+                    **baseline,
                     **_inputs_entry(path, program, function),
                 }
             )
@@ -144,6 +158,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
             "hbm_bytes_per_second": {
                 name: load_gpu(name).bandwidth_bytes_per_s for name in gpu_names()
             },
+            "tensor_flops": {name: load_gpu(name).tensor_flops for name in gpu_names()},
             "models": entries,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))

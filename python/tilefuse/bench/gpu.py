@@ -89,15 +89,33 @@ def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(diff, initial=0))
 
 
+def agreement_tolerance(like: list, outs: list) -> float:
+    """The tolerance of outputs `outs` against outputs `like` of another
+    compiler: AGREEMENT's relative figure for the output type, times the
+    largest magnitude of `like` (at least 1)."""
+    scale = max((float(np.max(np.abs(o.astype(np.float64)), initial=0)) for o in like), default=0)
+    rel = max((AGREEMENT.get(str(o.dtype), 0.0) for o in outs), default=0.0)
+    return rel * max(scale, 1.0)
+
+
+def xla_verdict(outputs: dict[str, list], xla_outs: list) -> dict:
+    """Both compilers' outputs against XLA's, for a model with no numpy
+    reference: XLA is an independent compiler, so agreement with it is
+    evidence that two IREE-based compilers agreeing is not."""
+    tol = agreement_tolerance(xla_outs, outputs["tilefuse"])
+    verdict = numerics_verdict(outputs, xla_outs, tol)
+    verdict["reference"] = "xla"
+    return verdict
+
+
 def numerics_verdict(outputs: dict[str, list], refs, tol) -> dict:
     """Both compilers' outputs against the reference (or each other):
     reference, tolerance, max_error per compiler, max_difference, numerics."""
-    tf, iree = outputs["tilefuse"], outputs["iree"]
-    verdict = {
-        "reference": "none",
-        "max_error": {},
-        "max_difference": max((max_abs_error(a, b) for a, b in zip(tf, iree)), default=0.0),
-    }
+    tf, iree = outputs["tilefuse"], outputs.get("iree")
+    verdict = {"reference": "none", "max_error": {}}
+    if iree is not None:
+        diffs = (max_abs_error(a, b) for a, b in zip(tf, iree))
+        verdict["max_difference"] = max(diffs, default=0.0)
     if refs is not None:
         verdict["reference"], verdict["tolerance"] = "numpy", tol
         for compiler, outs in outputs.items():
@@ -108,9 +126,10 @@ def numerics_verdict(outputs: dict[str, list], refs, tol) -> dict:
         else:  # a wrong baseline is reported, not an error of tilefuse's
             verdict["numerics"] = "ok" + "".join(f"; {c} over {tol:g}" for c in bad)
         return verdict
-    scale = max((float(np.max(np.abs(o.astype(np.float64)), initial=0)) for o in iree), default=0)
-    rel = max((AGREEMENT.get(str(o.dtype), 0.0) for o in tf), default=0.0)
-    verdict["tolerance"] = rel * max(scale, 1.0)
+    if iree is None:
+        verdict["numerics"] = "unchecked: no reference, and plain IREE did not compile it"
+        return verdict
+    verdict["tolerance"] = agreement_tolerance(iree, tf)
     ok = verdict["max_difference"] <= verdict["tolerance"]
     diff = verdict["max_difference"]
     verdict["numerics"] = "ok (agree)" if ok else f"FAIL: compilers differ by {diff:g}"
@@ -189,6 +208,7 @@ def xla_peer(text: str, inputs, refs, tol, count: int, repeats: int, warmup: int
     except Exception as e:  # noqa: BLE001 -- a peer's failure is a finding, not a crash
         return {"status": f"unavailable: {type(e).__name__}: {str(e)[:300]}"}
     peer = {"status": "ok", "device": str(device), "seconds": statistics.median(times)}
+    peer["outputs"] = outputs  # popped by run_model (not JSON)
     if refs is not None:
         peer["max_error"] = max(max_abs_error(o, r) for o, r in zip(outputs, refs))
         peer["numerics"] = "ok" if peer["max_error"] <= tol else f"over {tol:g}"
@@ -521,8 +541,15 @@ def add_fractions(run: dict) -> None:
     and of the HBM peak, where those are known."""
     copy = run.get("copy", {})
     peak = run.get("hbm_peak")
+    tensor = run.get("tensor_peak")
     for r in run["models"]:
-        rate = r["floor_bytes_per_second"].get("tilefuse")
+        flops = r.get("tensor_core_flops", 0)
+        if flops and "seconds" in r:
+            r["tensor_flops_per_second"] = {c: flops / t for c, t in r["seconds"].items() if t}
+            if tensor:
+                tf_rate = r["tensor_flops_per_second"].get("tilefuse", 0)
+                r["fraction_of_tensor_peak"] = tf_rate / tensor["flops_per_second"]
+        rate = r.get("floor_bytes_per_second", {}).get("tilefuse")
         if rate is None:
             continue
         if copy.get("status") == "ok":
@@ -544,7 +571,10 @@ def run_model(
     inputs, refs, tol = model_inputs(bundle, model)
     function = model["function"]
     outputs = {}
-    for compiler in COMPILERS:
+    # Plain IREE fails on some programs (the bundle records why): those run
+    # tilefuse alone.
+    compilers = [c for c in COMPILERS if c in model["files"]]
+    for compiler in compilers:
         module = CompiledModule(
             (bundle / model["files"][compiler]).read_bytes(), device, config=config
         )
@@ -555,24 +585,30 @@ def run_model(
         CompiledModule(
             (bundle / model["files"][f"{c}_timing"]).read_bytes(), device, config=config
         )[function]
-        for c in COMPILERS
+        for c in compilers
     ]
     device_args = [f.to_device(*inputs) for f in timing]
-    counts = [model["repeat"][c] for c in COMPILERS]
+    counts = [model["repeat"][c] for c in compilers]
     times = time_interleaved(timing, device_args, counts, repeats, warmup)
-    result["seconds"] = {c: statistics.median(t) for c, t in zip(COMPILERS, times)}
-    result["all_seconds"] = dict(zip(COMPILERS, times))
+    result["seconds"] = {c: statistics.median(t) for c, t in zip(compilers, times)}
+    result["all_seconds"] = dict(zip(compilers, times))
+    if "baseline_error" in model:
+        result["iree_error"] = model["baseline_error"]
     if "xla" in peers:
         text = (bundle / model["files"]["stablehlo"]).read_text()
-        count = model["repeat"]["iree"]
+        count = model["repeat"].get("iree", model["repeat"]["tilefuse"])
         result["xla"] = xla_peer(text, inputs, refs, tol, count, repeats, warmup)
+        xla_outs = result["xla"].pop("outputs", None)
+        if refs is None and xla_outs is not None:
+            result.update(xla_verdict(outputs, xla_outs))
     if "inductor" in peers:
-        count = model["repeat"]["iree"]
+        count = model["repeat"].get("iree", model["repeat"]["tilefuse"])
         result["inductor"] = inductor_peer(
             bundle, model, inputs, refs, tol, outputs["tilefuse"], count, repeats, warmup,
             torch_options,
         )  # fmt: skip
     result["floor_bytes"] = model["floor_bytes"]
+    result["tensor_core_flops"] = model.get("tensor_core_flops", 0)
     result["floor_bytes_per_second"] = {
         c: model["floor_bytes"] / s for c, s in result["seconds"].items() if s > 0
     }
@@ -589,12 +625,18 @@ def run_bundle(
     copy_bytes: int = COPY_BYTES,
     torch_options: TorchOptions = TorchOptions(),
     ncu: str | None = None,
+    only=None,
+    checkpoint=None,
 ):
     """`peers`: names of peers timed in the same run (PEERS); None: xla and
     inductor when the device is CUDA (where JAX and torch have the GPU),
     none otherwise. With XLA as a peer, a copy of `copy_bytes` is timed
     first as the bandwidth reference (0: none). `ncu`: the Nsight Compute
-    executable that times each model's kernels (ncu_kernels), or None."""
+    executable that times each model's kernels (ncu_kernels), or None.
+    `only`: the names of the models to run (None: all). A model that raises
+    (a runtime error on the device) is a FAIL result and the run goes on;
+    `checkpoint(run)` is called after each model, so that a run cut short
+    still leaves its results."""
     manifest = json.loads((bundle / MANIFEST).read_text())
     device = device or manifest["device"]
     if peers is None:
@@ -616,14 +658,10 @@ def run_bundle(
         )
         if peak:
             reference["hbm_peak"] = {"gpu": peak[0], "bytes_per_second": peak[1]}
+            tensor = manifest.get("tensor_flops", {}).get(peak[0])
+            if tensor:
+                reference["tensor_peak"] = {"gpu": peak[0], "flops_per_second": tensor}
     results = []
-    for model in manifest["models"]:
-        progress(f"{model['name']}: running on {device}")
-        result = run_model(bundle, model, config, device, repeats, warmup, peers, torch_options)
-        if ncu:
-            progress(f"{model['name']}: kernel times under ncu")
-            result["kernels"] = {c: ncu_kernels(bundle, model, c, device, ncu) for c in COMPILERS}
-        results.append(result)
     run = {
         "device": device,
         "host": platform.node(),
@@ -637,7 +675,24 @@ def run_bundle(
         **reference,
         "models": results,
     }
-    add_fractions(run)
+    for model in manifest["models"]:
+        if only and model["name"] not in only:
+            continue
+        progress(f"{model['name']}: running on {device}")
+        try:
+            result = run_model(bundle, model, config, device, repeats, warmup, peers, torch_options)
+        except Exception as e:  # noqa: BLE001 -- one model's failure must not lose the others'
+            progress(f"{model['name']}: FAILED: {type(e).__name__}: {e}")
+            result = {"name": model["name"], "numerics": f"FAIL: {type(e).__name__}: {e}"}
+        if ncu and "seconds" in result:
+            progress(f"{model['name']}: kernel times under ncu")
+            result["kernels"] = {
+                c: ncu_kernels(bundle, model, c, device, ncu) for c in result["seconds"]
+            }
+        results.append(result)
+        add_fractions(run)
+        if checkpoint:
+            checkpoint(run)
     return run
 
 
@@ -680,7 +735,10 @@ def summary_lines(run: dict) -> list[str]:
         lines.append(f"HBM peak: {peak['bytes_per_second'] / 1e9:.0f} GB/s ({peak['gpu']})")
     lines.append(head)
     for r in run["models"]:
-        tf, iree = r["seconds"]["tilefuse"], r["seconds"]["iree"]
+        if "seconds" not in r:  # the model raised before it was timed
+            lines.append(f"{r['name']:32} {'-':>12} {'-':>10} {'-':>8}  {r['numerics']}")
+            continue
+        tf, iree = r["seconds"]["tilefuse"], r["seconds"].get("iree")
         rate = r["floor_bytes_per_second"].get("tilefuse", 0) / 1e9
         xla_us, xla_ratio = _peer_columns(tf, r.get("xla"))
         ind_us, ind_ratio = _peer_columns(tf, r.get("inductor"))
@@ -688,12 +746,34 @@ def summary_lines(run: dict) -> list[str]:
             f"{100 * r[key]:.0f}" if key in r else "-"
             for key in ("fraction_of_copy", "fraction_of_hbm_peak")
         )
+        iree_us, iree_ratio = _peer_columns(tf, {"seconds": iree})
+        failed_note = "; iree did not compile" if "iree_error" in r else ""
         lines.append(
-            f"{r['name']:32} {tf * 1e6:12.1f} {iree * 1e6:10.1f} {tf / iree:8.2f} "
+            f"{r['name']:32} {tf * 1e6:12.1f} {iree_us:>10} {iree_ratio:>8} "
             f"{xla_us:>10} {xla_ratio:>7} {ind_us:>10} {ind_ratio:>7} "
-            f"{rate:8.1f} {of_copy:>6} {of_hbm:>5}  {r['numerics']}{_peer_notes(r)}"
+            f"{rate:8.1f} {of_copy:>6} {of_hbm:>5}  {r['numerics']}{failed_note}{_peer_notes(r)}"
         )
-    return lines + kernel_lines(run)
+    return lines + flop_lines(run) + kernel_lines(run)
+
+
+def flop_lines(run: dict) -> list[str]:
+    """Contraction rates (f16/bf16 tensor-core work over each one's time),
+    for the models that have any."""
+    lines = []
+    for r in run["models"]:
+        rates = r.get("tensor_flops_per_second")
+        if not rates:
+            continue
+        text = "  ".join(f"{c} {v / 1e12:.1f}" for c, v in rates.items())
+        for peer in PEERS:
+            if r.get(peer, {}).get("seconds"):
+                text += f"  {peer} {r['tensor_core_flops'] / r[peer]['seconds'] / 1e12:.1f}"
+        if "fraction_of_tensor_peak" in r:
+            text += f"  (tilefuse at {100 * r['fraction_of_tensor_peak']:.1f}% of peak)"
+        lines.append(f"{r['name']:32} {text}")
+    if lines:
+        lines.insert(0, "contractions, TFLOP/s (f16/bf16 work over time per call)")
+    return lines
 
 
 def _peer_notes(r: dict) -> str:
@@ -721,17 +801,23 @@ def run_and_report(
     copy_bytes: int = COPY_BYTES,
     torch_options: TorchOptions = TorchOptions(),
     ncu: str | None = None,
+    only=None,
 ) -> dict:
     """Run the bundle, write its results (default BUNDLE/results.json) and
     print the table; the run as written."""
     if not (bundle / MANIFEST).is_file():
         raise TilefuseError(f"no {MANIFEST} in {bundle}: not a bundle")
-    progress = lambda s: print(s, file=sys.stderr)
-    run = run_bundle(
-        bundle, device, repeats, warmup, peers, progress, copy_bytes, torch_options, ncu
-    )
+    progress = lambda s: print(s, file=sys.stderr, flush=True)
     out = out or bundle / RESULTS
-    out.write_text(json.dumps(run, indent=2))
+
+    def checkpoint(run):
+        out.write_text(json.dumps(run, indent=2))
+
+    run = run_bundle(
+        bundle, device, repeats, warmup, peers, progress, copy_bytes, torch_options, ncu,
+        only, checkpoint,
+    )  # fmt: skip
+    checkpoint(run)
     print("\n".join(summary_lines(run)))
     print(f"wrote {out}", file=sys.stderr)
     return run
@@ -802,7 +888,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", help=f"results file (default: BUNDLE/{RESULTS})")
     add_run_options(p)
     # The child process that --ncu profiles: one call of one timing module.
-    p.add_argument("--only", help=argparse.SUPPRESS)
+    p.add_argument("--only", help="comma-separated names of the models to run (default: all)")
     p.add_argument("--compiler", choices=COMPILERS, help=argparse.SUPPRESS)
     p.add_argument("--single-call", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -814,9 +900,11 @@ def main(argv=None) -> int:
                 raise TilefuseError("--single-call needs --only MODEL and --compiler C")
             single_call(bundle, args.only, args.compiler, args.device)
             return 0
+        only = args.only.split(",") if args.only else None
         run = run_and_report(
-            bundle, args.device, args.repeats, args.warmup, out=out, **run_options(args)
-        )
+            bundle, args.device, args.repeats, args.warmup, out=out, only=only,
+            **run_options(args),
+        )  # fmt: skip
     except TilefuseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -23,12 +23,10 @@ for at most MAX_M rows, when the kernel's grid (matmul.workgroups) has
 fewer workgroups than that.
 S is the smallest divisor of K that fills the multiprocessors, at most
 MAX_SPLIT (the sum reads S partials per output) and leaving at least
-MIN_K_CHUNK of K per chunk. One element type for A, B and the result (f32,
-f16 or bf16): the kernel accumulates in the result's type, as the program
-asks, so in f16 and bf16 every partial sum rounds already; the split only
-shortens each chain of roundings. A product accumulated in a wider type
-than its operands (f16 x f16 -> f32) is left whole: its partials would be
-f32 products the FMA kernel does not make.
+MIN_K_CHUNK of K per chunk. One element type for A and B (f32, f16 or
+bf16), and the result in that type or in f32 (hlo/wide_accumulators.py gives
+bf16 products an f32 result): the partials and their sum are in the
+result's type, so an f32 accumulation stays f32 to the end.
 
 Not split (logged): B as [N, K] (the view of B would put the batch dim in
 the middle, and IREE would copy the whole weight to move it), and a K with
@@ -44,6 +42,10 @@ from .argminmax import splice, tensor_text
 from .ops import SPLIT_STEP, dot_numbers, shape_of
 
 MAX_SPLIT = 16
+# When the partials are f32 sums of bf16 products converted back at the
+# end: with 16 of them, IREE's formation cut the sum-and-convert in two
+# dispatches (1x4096x4096 bf16 on cuda-sm90); 8 is one.
+MAX_SPLIT_CONVERTED = 8
 MIN_K_CHUNK = 256
 # Rows of A, at most: decode shapes. A taller matmul with a short grid needs
 # smaller tiles, not a split (the split adds a copy of A and the sum).
@@ -58,9 +60,9 @@ def _dots(func: ir.Operation) -> list[ir.Operation]:
     ]
 
 
-def split_factor(k: int, workgroups: int, target: Target) -> int | None:
+def split_factor(k: int, workgroups: int, target: Target, max_split: int = MAX_SPLIT) -> int | None:
     """S for a K loop whose matmul has `workgroups` workgroups, or None."""
-    divisors = [s for s in range(2, MAX_SPLIT + 1) if k % s == 0 and k // s >= MIN_K_CHUNK]
+    divisors = [s for s in range(2, max_split + 1) if k % s == 0 and k // s >= MIN_K_CHUNK]
     if not divisors:
         return None
     filling = [s for s in divisors if workgroups * s >= target.multiprocessors]
@@ -74,7 +76,8 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
         return "", {}
     lhs, rhs = (shape_of(v.type) for v in op.operands)
     out = shape_of(op.results[0].type)
-    types = {str(ir.ShapedType(v.type).element_type) for v in [*op.operands, op.results[0]]}
+    operand_types = {str(ir.ShapedType(v.type).element_type) for v in op.operands}
+    result_type = str(ir.ShapedType(op.results[0].type).element_type)
     numbers = dot_numbers(op)
     if (
         lhs is None
@@ -93,23 +96,30 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
     if workgroups is None or workgroups >= target.multiprocessors:
         return "", {}
     grid = f"{workgroups} workgroups for {target.multiprocessors} multiprocessors"
-    if len(types) != 1 or not types <= {"f32", "f16", "bf16"}:
-        return f"{'/'.join(sorted(types))} values (split-K takes one of f32, f16, bf16)", {}
-    (element,) = types
-    if element == "f16" and target.backend == "cuda" and m % 16 == 0:
+    types = f"{'/'.join(sorted(operand_types))} -> {result_type}"
+    if len(operand_types) != 1 or not operand_types <= {"f32", "f16", "bf16"}:
+        return f"{types} (split-K takes f32, f16 or bf16 operands)", {}
+    (operand,) = operand_types
+    if result_type not in (operand, "f32"):
+        return f"{types} (split-K takes a result of the operands' type or f32)", {}
+    if operand == "f16" and target.backend == "cuda" and m % 16 == 0:
         # The tensor-core kernel takes it, with tiles down to 16x16: its
         # grid, not the FMA kernel's that `workgroups` counts.
         return "", {}
     if cb != 0:
         return f"{grid}, but B is [N, K] (its view would copy the weight)", {}
-    s = split_factor(k, workgroups, target)
+    most = MAX_SPLIT_CONVERTED if result_type != operand else MAX_SPLIT
+    s = split_factor(k, workgroups, target, most)
     if s is None:
-        return f"{grid}, but K={k} has no divisor up to {MAX_SPLIT} leaving {MIN_K_CHUNK}", {}
+        return f"{grid}, but K={k} has no divisor up to {most} leaving {MIN_K_CHUNK}", {}
     split = {"m": m, "n": n, "k": k, "s": s, "ca": ca, "out": out, "grid": grid}
-    return None, {**split, "element": element}
+    return None, {**split, "operand": operand, "element": result_type}
 
 
-def _template(op: ir.Operation, split: dict) -> str:
+def _template(op: ir.Operation, split: dict, narrow: str | None) -> str:
+    """The split as a func.func of A and B; `narrow`: the type the sum is
+    converted to before its reshape (the convert after an f32-accumulated
+    product), so that the convert is elementwise on the sum and fuses."""
     m, n, k, s, ca = (split[key] for key in ("m", "n", "k", "s", "ca"))
     a_type, b_type = (str(v.type) for v in op.operands)
     lhs = shape_of(op.operands[0].type)
@@ -118,15 +128,18 @@ def _template(op: ir.Operation, split: dict) -> str:
     partial, one, out = [s, m, n], [1, m, n], [m, n]
     loc = str(op.location)
 
-    def t(shape):
+    def t(shape):  # the partial products and their sum: the result's type
         return tensor_text(shape, split["element"])
 
+    def t_in(shape):  # the operands' views
+        return tensor_text(shape, split["operand"])
+
     lines = [
-        f"%a3 = stablehlo.reshape %a : ({a_type}) -> {t(a3)}",
-        f"%b3 = stablehlo.reshape %b : ({b_type}) -> {t(b3)}",
+        f"%a3 = stablehlo.reshape %a : ({a_type}) -> {t_in(a3)}",
+        f"%b3 = stablehlo.reshape %b : ({b_type}) -> {t_in(b3)}",
         (
             f"%p = stablehlo.dot_general %a3, %b3, batching_dims = [{ca}] x [0], "
-            f"contracting_dims = [{ca + 1}] x [1] : ({t(a3)}, {t(b3)}) -> {t(partial)}"
+            f"contracting_dims = [{ca + 1}] x [1] : ({t_in(a3)}, {t_in(b3)}) -> {t(partial)}"
         ),
     ]
     terms = []
@@ -144,12 +157,28 @@ def _template(op: ir.Operation, split: dict) -> str:
             paired.append(name)
         terms = paired + ([terms[-1]] if len(terms) % 2 else [])
         level += 1
-    lines.append(f"%y = stablehlo.reshape {terms[0]} : ({t(one)}) -> {t(out)}")
+    total = terms[0]
+    if narrow:
+        one_narrow = tensor_text(one, narrow)
+        lines.append(f"%c = stablehlo.convert {total} : ({t(one)}) -> {one_narrow}")
+        total, t = "%c", (lambda shape: tensor_text(shape, narrow))
+    lines.append(f"%y = stablehlo.reshape {total} : ({t(one)}) -> {t(out)}")
     body = "\n".join(f"  {line} {loc}" for line in lines)
     return (
         f"func.func @split(%a: {a_type}, %b: {b_type}) -> {t(out)} {{\n{body}\n"
         f"  return %y : {t(out)} {loc}\n}}"
     )
+
+
+def _sole_convert(op: ir.Operation) -> ir.Operation | None:
+    """The stablehlo.convert that is the only user of `op`'s result, if any
+    (hlo/wide_accumulators.py puts one after every bf16 product)."""
+    uses = list(op.results[0].uses)
+    if len(uses) != 1:
+        return None
+    user = uses[0].owner
+    user = user.operation if hasattr(user, "operation") else user
+    return user if user.name == "stablehlo.convert" else None
 
 
 def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
@@ -164,7 +193,13 @@ def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
         if why:
             log.append(f"matmul at {where} not split in K: {why}")
             continue
-        moved = splice(op, _template(op, split), list(op.operands), result=0)
+        # An f32-accumulated product's convert back to bf16 goes into the
+        # split, before the final reshape: after it, it would be a dispatch
+        # of its own.
+        convert = _sole_convert(op)
+        narrow = str(ir.ShapedType(convert.results[0].type).element_type) if convert else None
+        template = _template(op, split, narrow)
+        moved = splice(convert or op, template, list(op.operands), result=0)
         # The sum of the partials is a dispatch of its own; so is IREE's copy
         # of `a` with the batch dim moved first, when M > 1 rows precede it.
         steps = [o for o in moved if o.name == "stablehlo.reshape"][-1:]

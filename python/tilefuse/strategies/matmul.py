@@ -117,6 +117,12 @@ def _check(d: Dispatch, target: Target) -> str | None:
         return why
     (c,) = d.contractions
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
+    operands = {c.lhs.element_type, c.rhs.element_type}
+    if len(operands) == 1 and operands <= {"f16", "bf16"} and c.result.element_type == "f32":
+        # f16/bf16 operands accumulated in f32 (hlo/wide_accumulators.py
+        # gives JAX's narrow matmuls this form): the operands widen as they
+        # are read, the multiply-adds are f32 FMAs; as for narrow results.
+        types = operands
     if types == {"f32"} or (types <= {"f16", "bf16"} and target.backend == "spirv"):
         return None
     if {c.lhs.element_type, c.rhs.element_type} == {"i8"} and c.result.element_type == "i32":
@@ -568,6 +574,8 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     tm, tn = params.thread_tile
     batch = f"{c.batch[0]} x " if c.batch else ""
     element = c.result.element_type
+    if c.lhs.element_type != element:  # e.g. bf16 operands accumulated in f32
+        element = f"{c.lhs.element_type} -> {element}"
     epilogue = " with its epilogue" if params.epilogue else ""
     ragged = ", ragged tiles (edges masked)" if params.ragged else ""
     return params, (

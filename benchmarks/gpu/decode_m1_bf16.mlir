@@ -1,0 +1,5 @@
+// 1x4096 @ 4096x4096 bf16
+func.func @main(%a: tensor<1x4096xbf16>, %b: tensor<4096x4096xbf16>) -> tensor<1x4096xbf16> {
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<1x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<1x4096xbf16>
+    return %0 : tensor<1x4096xbf16>
+}

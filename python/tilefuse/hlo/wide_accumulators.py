@@ -1,0 +1,68 @@
+"""bf16 contractions accumulate in f32, as XLA's do.
+
+A JAX matmul of bf16 (or f16) arrays is a dot_general whose result type is
+bf16. StableHLO leaves the accumulation's precision to the implementation:
+XLA:GPU accumulates in f32 and rounds once, while IREE 3.13 converts the
+dot_general to a linalg contraction that accumulates in its result type.
+Summing K products in bf16 (8 bits of mantissa) drifts with K: on an H200,
+a 4096x4096x11008 bf16 product accumulated in bf16 was off JAX's by 58 (the
+outputs are about 300 in size), and 8192^3 by 129 (docs/gpu-results.md).
+Users judge the output against JAX's, so every bf16 dot_general here gets
+an f32 result followed by a convert to its declared type: the contraction
+strategies take the convert as part of their epilogue, which they apply in
+registers before the one store, so no extra memory traffic.
+
+f16 products are left as the program states them, accumulating in f16
+(10 bits of mantissa: 8192^3 stayed within JAX's tolerance on the H200).
+Widened, a bare f16 product's convert breaks the tensor-core kernel: IREE
+3.13's mma.sync conversion meets the arith.truncf on the accumulator
+fragments ("unhandled vector to mma type") at 128x128 tiles, and the
+dispatch would fall back to IREE's codegen.
+"""
+
+from iree.compiler import ir
+
+from .ops import element_type, try_cast
+
+CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
+NARROW = ("bf16",)
+
+
+def _widen(op: ir.Operation) -> None:
+    result = op.results[0]
+    narrow_type = result.type
+    with op.location:
+        result.set_type(ir.RankedTensorType.get(narrow_type.shape, ir.F32Type.get()))
+        with ir.InsertionPoint.after(op):
+            convert = ir.Operation.create(
+                "stablehlo.convert", results=[narrow_type], operands=[result]
+            )
+    result.replace_all_uses_except(convert.results[0], convert)
+
+
+def rewrite_function(func: ir.Operation) -> list[str]:
+    """Give every bf16-result contraction of `func` an f32 result and a
+    convert back; one log line if any changed."""
+    widened = 0
+    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
+        if op.name not in CONTRACTIONS or len(op.results) != 1:
+            continue
+        ranked = try_cast(ir.RankedTensorType, op.results[0].type) is not None
+        if ranked and str(element_type(op.results[0].type)) in NARROW:
+            _widen(op)
+            widened += 1
+    if not widened:
+        return []
+    return [f"{widened} bf16 contractions accumulate in f32 (XLA's precision)"]
+
+
+def rewrite_module(module: ir.Module) -> int:
+    """rewrite_function on every function of `module`; how many changed.
+    The driver applies it to what IREE's own formation reads too, so that a
+    program's precision does not depend on whose dispatches it runs."""
+    changed = 0
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and op.regions[0].blocks:
+            changed += bool(rewrite_function(op))
+    return changed
