@@ -57,6 +57,11 @@ class Target:
     # built for; 0: unknown. A kernel whose grid has fewer workgroups leaves
     # some idle (the matmul kernels pick smaller tiles then).
     multiprocessors: int = 0
+    # Threads one multiprocessor keeps resident at once (2048 on sm_80 and
+    # sm_90, pipelines/hardware/gpus.toml); 0: unknown. With
+    # `multiprocessors` it says how many threads fill the GPU (the column
+    # kernel sizes its workgroups by it).
+    multiprocessor_threads: int = 0
     # A column reduction whose kernel would have fewer workgroups than
     # `multiprocessors` (2 where unknown) is split in two steps over the
     # grid when it reads at least this many bytes (hlo/column_splits.py);

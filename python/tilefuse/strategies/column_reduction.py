@@ -10,6 +10,14 @@ the reduced length: split_reduction needs it). Each thread accumulates in
 registers; the chunks meet in workgroup memory, the y == 0 threads combine
 them. Few kept columns means few workgroups, so the split then grows to put
 more threads on the reduced dim.
+
+Where the target names its multiprocessors (CUDA), the grid must fill them:
+workgroups narrow (down to one subgroup of threads, each reading a vector:
+still one coalesced row segment per subgroup) until there are at least
+WORKGROUPS_PER_MULTIPROCESSOR per multiprocessor, and the split then grows
+until the grid's threads fill the multiprocessors' resident threads
+(fill_threads). 8192x50257 f16 on sm_90 went from 50 workgroups of 1024
+columns x 2 row chunks to 393 of 128 columns x 16 row chunks.
 """
 
 import math
@@ -36,6 +44,15 @@ COMBINERS = {
 }
 # Rows each loop iteration reads; 1 keeps the accumulator one vector.
 REDUCTION_STEP = 1
+# Workgroups the grid should have at least where the target does not name
+# its multiprocessors (lavapipe: a few CPU cores).
+MIN_WORKGROUPS = 4
+# Workgroups per multiprocessor the grid should have at least where the
+# target names them: two or more resident on each, so that none idles and
+# one's barrier and combine overlap another's loads (8192x50257 f16 on an
+# H200: 1588 us with 50 workgroups, 260 us with 393 of 512 threads;
+# docs/findings.md, 'Filling the GPU with the column kernel').
+WORKGROUPS_PER_MULTIPROCESSOR = 2
 
 
 @dataclass(frozen=True)
@@ -118,6 +135,30 @@ def _smallest_divisor(n: int, limit: int) -> int | None:
     return next((d for d in range(2, min(n, limit) + 1) if n % d == 0), None)
 
 
+def fill_workgroups(target: Target) -> int:
+    """The grid the chooser narrows its workgroups for: at least
+    WORKGROUPS_PER_MULTIPROCESSOR per multiprocessor where the target names
+    them (8192x50257 on sm_90: 393 workgroups of 128 columns, not 50 of
+    1024), else MIN_WORKGROUPS."""
+    if target.multiprocessors > 0:
+        return WORKGROUPS_PER_MULTIPROCESSOR * target.multiprocessors
+    return MIN_WORKGROUPS
+
+
+def fill_threads(target: Target, workgroups: int) -> int:
+    """Threads per workgroup that fill the GPU: the multiprocessors'
+    resident threads shared among the grid's workgroups, rounded down to a
+    power of two and capped at half the workgroup limit (so that a
+    multiprocessor still holds two); 0 where the target names neither
+    figure. 393 workgroups on sm_90 (132 x 2048 threads): 512 each."""
+    if target.multiprocessors <= 0 or target.multiprocessor_threads <= 0:
+        return 0
+    share = target.multiprocessors * target.multiprocessor_threads // max(1, workgroups)
+    if share < 1:
+        return 0
+    return min(1 << (share.bit_length() - 1), target.max_threads // 2)
+
+
 def plan(
     d: Dispatch, target: Target, tuning: Tuning = Tuning()
 ) -> tuple[ColumnReductionParams | None, str]:
@@ -140,8 +181,12 @@ def plan(
     want = tuning.threads or target.preferred_threads
     threads_x = min(want, next_pow2(math.ceil(kept / vector)))
     rows = batch[0] if batch else 1
-    # Narrower workgroups (down to one subgroup) when that gives more of them.
-    while threads_x > target.subgroup_size and math.ceil(kept / (threads_x * vector)) * rows < 4:
+    # Narrower workgroups (down to one subgroup, still a coalesced row of
+    # vectors) until the grid has enough of them: see fill_workgroups.
+    enough = fill_workgroups(target)
+    while (
+        threads_x > target.subgroup_size and math.ceil(kept / (threads_x * vector)) * rows < enough
+    ):
         threads_x //= 2
     tile = threads_x * vector
     grid_x = math.ceil(kept / tile)
@@ -149,7 +194,9 @@ def plan(
     # Fill the workgroup with thread-y rows; with few workgroups also use the
     # target's larger thread limit, so the reduced dim gets the parallelism
     # the kept dim cannot give.
-    budget = want if workgroups >= 4 else target.max_threads // 2
+    budget = want if workgroups >= MIN_WORKGROUPS else target.max_threads // 2
+    if tuning.threads is None:
+        budget = max(budget, fill_threads(target, workgroups))
     limit = tuning.split or max(2, budget // threads_x)
     # The partials of a workgroup must fit its shared memory (f32 slots).
     cap = min(target.shared_memory_bytes // (4 * tile), target.max_threads // threads_x)
