@@ -52,8 +52,8 @@ runpy.run_module("tilefuse_run.bench.gpu", run_name="__main__")
 FAKE_NCU = f"""#!{sys.executable}
 import subprocess, sys
 args = sys.argv[1:]
-assert args[:3] == ["--csv", "--metrics", "gpu__time_duration.sum"], args
-python, dash_m, module, *rest = args[3:]
+assert args[:5] == ["--csv", "--clock-control", "none", "--metrics", "gpu__time_duration.sum"], args
+python, dash_m, module, *rest = args[5:]
 assert (dash_m, module) == ("-m", "tilefuse_run.bench.gpu") and "--single-call" in rest, args
 sys.exit(1) if subprocess.run([python, "-c", BLOCK_AND_RUN, *rest]).returncode else None
 kernel = rest[rest.index("--only") + 1] + "_" + rest[rest.index("--compiler") + 1] + "_dispatch_0"

@@ -115,14 +115,15 @@ class Options:
     user_strategies: tuple = ()
 
 
-def phase1_input(program: Program, target: Target, workdir: Path) -> Path:
+def phase1_input(program: Program, target: Target, workdir: Path, widen: bool = True) -> Path:
     """The file phase 1 reads: the user's file, or a copy carrying a device
-    target or bf16 products widened to f32 accumulation (as the fusion
-    plan's are: hlo/wide_accumulators.py), so that IREE's own formation and
-    the fallbacks compute what the plan computes."""
+    target or (`widen`) bf16 products widened to f32 accumulation (as the
+    fusion plan's are: hlo/wide_accumulators.py), so that IREE's own
+    formation and the fallbacks compute what the plan computes. The plain
+    IREE baseline of `tilefuse bench` does not widen: it is IREE as is."""
     ctx = context(unregistered=True)
     module = ir.Module.parse(program.text, ctx)
-    widened = wide_accumulators.rewrite_module(module)
+    widened = widen and wide_accumulators.rewrite_module(module)
     if target.device_target is None and not widened:
         if program.path is not None:
             return program.path

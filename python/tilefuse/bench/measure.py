@@ -124,7 +124,7 @@ def compile_iree(
     """Plain iree-compile, timed from the input file to the .vmfb; `repeat` > 1
     also builds a timing module with every dispatch repeated."""
     workdir.mkdir(parents=True, exist_ok=True)
-    source = phase1_input(program, target, workdir)
+    source = phase1_input(program, target, workdir, widen=False)
     stats = workdir / "statistics.json"
     out = workdir / "module.vmfb"
     args = [str(source), *target.compile_flags, *statistics_flags(stats), "-o", str(out)]
