@@ -291,7 +291,10 @@ module attributes {transform.with_named_sequence} {
   // need not divide M, N or K, for shapes whose exact tiling is degenerate
   // (matmul.py's ragged_params says when). The edges are handled inside the
   // dispatch, with masks, and every thread keeps a static tm x tn
-  // accumulator in registers, as in the exact kernel:
+  // accumulator in registers, as in the exact kernel (in the contraction's
+  // result type: f16/bf16 operands may accumulate in f32, their pads then
+  // f16/bf16 and the accumulator's f32, and the epilogue's convert back
+  // runs on the registers before the one store):
   //   - threads by num_threads: a static thread count, each thread's tile at
   //     most tm x tn (smaller at the edges);
   //   - the thread's contraction padded to tm x tn (and K to a multiple of
@@ -317,8 +320,9 @@ module attributes {transform.with_named_sequence} {
   // n_unroll, k_step, k_rows as above; a_pad_vector / b_pad_vector (the
   // vector of one A row piece / B piece); r_root_init (the root's init
   // operand, skipped when finding its input pads); r_pad_type_N and
-  // r_pad_vector_N (the padded shapes an epilogue input can have, and their
-  // vectors); r_unroll ([1, v, 1]); workgroup_dims, translation_info.
+  // r_pad_vector_N (the padded shapes an epilogue input can have, in the
+  // epilogue inputs' element type, which need not be the accumulator's, and
+  // their vectors); r_unroll ([1, v, 1]); workgroup_dims, translation_info.
   // Its optional steps: "r_tile" (epilogue or bare), "r_fill_rows",
   // "r_k_rows" (with "a_rows"/"b_rows" inside it), "a_pads"/"b_pads" (an
   // operand that needs no pad has no pad to fuse or to read masked).
@@ -422,7 +426,11 @@ module attributes {transform.with_named_sequence} {
         {tilefuse.step = "b_pads"} : (!transform.any_op) -> ()
 
     // R7. The root's other inputs' pads as masked reads (each input's pad
-    // is matched by its padded type; an input needing no pad has none), then
+    // is matched by its padded type, whose element is the epilogue inputs'
+    // (bf16 for a bias of a bf16 product accumulated in f32), not the
+    // accumulator's: matched as f32, 77x130x96's bf16 residual pad was left
+    // to pad_vectorization, read under row guards whose vector<1x4xbf16>
+    // zeros SPIR-V could not legalize; an input needing no pad has none), then
     // the root vectorized whole, and its write into the output's pad folded
     // into a write of the output slice (out of bounds where the tile is
     // ragged: rows guarded and columns masked in R10). Nothing else may be

@@ -27,7 +27,9 @@ This first version takes what it can compile right and reports the rest:
   thread, vectors narrower than VECTOR, or no tiling at all), ragged tiles
   instead (ragged_params): t x t per thread whatever M, N and K, the
   edges masked inside the dispatch (the script's @tilefuse_matmul_ragged),
-  for f32, f16 and bf16 contractions (one type throughout); on a GPU that
+  for f32, f16 and bf16 contractions (one type throughout, or f16/bf16
+  operands accumulated in f32 in registers, the epilogue's convert applied
+  before the one store: every bf16 product, hlo/wide_accumulators.py); on a GPU that
   names its multiprocessors, a ragged grid that fills them first
   (ragged_options);
 - with no M loop (one row: IREE's vecmat, decode-time projections and LM
@@ -102,7 +104,11 @@ class Ragged:
     b_k_inner: bool  # B is [.., N, K] (else [.., K, N])
     bare: bool  # no epilogue: a copy of the product is the root
     root_inputs: int  # the root's input count (its init's operand position)
-    element: str  # the element type (f32)
+    element: str  # A's and B's element type (their pads'): f32, f16, bf16
+    accumulator: str  # the contraction's result (its registers'): element or f32
+    # The epilogue's other inputs (bias, residual): the padded type the
+    # script finds their pads by (r_pad_type_N); the operands' or f32.
+    inputs_element: str
     # What kernel_refusal checks: the operands (by their buffers' shapes)
     # every read of which must be masked, and the output's shape, every
     # store into which must be masked or guarded (None: M and N divide).
@@ -319,16 +325,42 @@ def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
         # to ragged workgroups fails ("tracking listener failed to find
         # replacement op"); the exact tiles take it.
         return f"an epilogue with {len(d.outputs)} results (ragged tiles take one)"
-    types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
-    types |= {o.element_type for o in d.inputs} | {o.element_type for o in d.outputs}
-    if types not in ({"f32"}, {"f16"}, {"bf16"}):
-        # One element type throughout (accumulated in it, as the exact
-        # kernel does): the script finds the epilogue inputs' pads by their
-        # padded type in it (Ragged.element). bf16 needed its unmasked reads
-        # cut to 4 wide (the script's R9; docs/findings.md, 'Ragged tiles
-        # for bf16').
-        return f"{'/'.join(sorted(types))} operands: f32, f16 or bf16 throughout"
-    return None
+    _, why = _ragged_types(d)
+    return why
+
+
+def _ragged_types(d: Dispatch) -> tuple[tuple[str, str, str] | None, str]:
+    """(operands' element, accumulator's element, the element of the
+    epilogue's other inputs) for the ragged kernel, or None and why not.
+    One type throughout (accumulated in it, as the program asks), or f16 or
+    bf16 operands accumulated in f32 (hlo/wide_accumulators.py gives every
+    bf16 product this form: the convert back is the epilogue's, applied to
+    the f32 registers before the one store). The script finds the
+    epilogue inputs' pads by their padded type (Ragged.inputs_element), so
+    those inputs share one type, the operands' or the accumulator's. (bf16
+    needed its unmasked reads cut to 4 wide: the script's R9;
+    docs/findings.md, 'Ragged tiles for bf16'.)"""
+    (c,) = d.contractions
+    operands = {c.lhs.element_type, c.rhs.element_type}
+    accumulator = c.result.element_type
+    if len(operands) != 1 or not operands <= {"f32", "f16", "bf16"}:
+        return None, f"{'/'.join(sorted(operands))} operands: f32, f16 or bf16 (one type)"
+    (element,) = operands
+    if accumulator not in (element, "f32"):
+        return None, f"{element} operands accumulated in {accumulator}: in {element} or f32 only"
+    epilogue = d.root_op != c.op
+    product = d.input_producers.index(c.op) if epilogue else None
+    others = {o.element_type for i, o in enumerate(d.inputs) if epilogue and i != product}
+    outputs = {o.element_type for o in d.outputs}
+    if len(others) > 1:
+        # (a bias in one type and a residual in another: the script
+        # matches the epilogue inputs' pads by one padded type)
+        return None, f"epilogue inputs in {'/'.join(sorted(others))}: one type (the pads')"
+    if not (others | outputs) <= {element, accumulator}:
+        kinds = "/".join(sorted(others | outputs))
+        return None, f"{element} x {element} -> {accumulator} with a {kinds} epilogue"
+    (inputs_element,) = others or {element}
+    return (element, accumulator, inputs_element), ""
 
 
 def _pad_shape(d: Dispatch, position: int, t: int, ragged: tuple[bool, ...]):
@@ -429,6 +461,7 @@ def ragged_params(
     if why:
         return None, why
     (c,) = d.contractions
+    (element, accumulator, inputs_element), _ = _ragged_types(d)
     m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
     options = ragged_options(d, target, exact_exists)
     if not options:
@@ -503,7 +536,9 @@ def ragged_params(
             b_k_inner=c.rhs_k_inner,
             bare=not epilogue,
             root_inputs=len(d.inputs) if epilogue else 1,
-            element=c.result.element_type,
+            element=element,
+            accumulator=accumulator,
+            inputs_element=inputs_element,
             masked_reads=tuple(masked),
             guarded_writes=tuple(d.outputs[0].shape) if m_dynamic or n_dynamic else None,
         ),
@@ -676,7 +711,7 @@ def _ragged_attributes(p: MatmulParams, ctx: ir.Context) -> dict:
     for i, shape in enumerate(pads):
         found[f"r_pad_type_{i}"] = {
             "filter_result_type": ir.Attribute.parse(
-                f"tensor<{'x'.join(map(str, shape))}x{r.element}>", ctx
+                f"tensor<{'x'.join(map(str, shape))}x{r.inputs_element}>", ctx
             )
         }
         found[f"r_pad_vector_{i}"] = attrs.vector_sizes(shape, ctx)
