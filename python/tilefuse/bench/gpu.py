@@ -762,7 +762,7 @@ def summary_lines(run: dict) -> list[str]:
         lines.append(
             f"{r['name']:32} {tf * 1e6:12.1f} {iree_us:>10} {iree_ratio:>8} "
             f"{xla_us:>10} {xla_ratio:>7} {ind_us:>10} {ind_ratio:>7} "
-            f"{rate:8.1f} {of_copy:>6} {of_hbm:>5}  {r['numerics']}{failed_note}{_peer_notes(r)}"
+            f"{rate:8.1f} {of_copy:>6} {of_hbm:>5}  {r['numerics']}{failed_note}{peer_notes(r)}"
         )
     return lines + flop_lines(run) + kernel_lines(run)
 
@@ -787,7 +787,7 @@ def flop_lines(run: dict) -> list[str]:
     return lines
 
 
-def _peer_notes(r: dict) -> str:
+def peer_notes(r: dict) -> str:
     """A peer that did not run, or whose numerics are off, named after the
     model's numerics (its time is left out of the table, or suspect)."""
     notes = []
