@@ -99,6 +99,8 @@ def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
     for m in results["models"]:
         assert m["numerics"].startswith("ok"), m
         assert all(s > 0 for s in m["seconds"].values()), m
+        # The dispatches' time, the plain call's and the amortized figure.
+        assert m["call_seconds"].keys() == m["amortized_seconds"].keys() == {"tilefuse", "iree"}
         # The peer: XLA through JAX (its CPU backend here) on the same StableHLO.
         assert m["xla"]["status"] == "ok" and m["xla"]["seconds"] > 0, m["xla"]
     assert by_name["softmax_f32"]["xla"]["numerics"] == "ok"
