@@ -33,8 +33,28 @@ BATCHED = """func.func @main(%a: tensor<4x64x64xf16>, %b: tensor<4x64x128xf16>) 
   return %y : tensor<4x64x128xf16>
 }"""
 
+# Epilogues of ops the mma.sync conversion can express as fragment ops
+# (maximumf, truncf) with no other input: before matmul_mma.epilogue_piece,
+# the conversion took the 2-D read of the accumulator tile with them and
+# failed ("unhandled vector to mma type"), and IREE's codegen took over.
+RELU = """func.func @main(%a: tensor<256x256xf16>, %b: tensor<256x256xf16>) -> tensor<256x256xf16> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<256x256xf16>, tensor<256x256xf16>) -> tensor<256x256xf16>
+  %z = stablehlo.constant dense<0.0> : tensor<256x256xf16>
+  %y = stablehlo.maximum %0, %z : tensor<256x256xf16>
+  return %y : tensor<256x256xf16>
+}"""
+F32_THEN_F16 = """func.func @main(%a: tensor<512x256xf16>, %b: tensor<256x512xf16>) -> tensor<512x512xf16> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<512x256xf16>, tensor<256x512xf16>) -> tensor<512x512xf32>
+  %y = stablehlo.convert %0 : (tensor<512x512xf32>) -> tensor<512x512xf16>
+  return %y : tensor<512x512xf16>
+}"""
+
 FORMS = {
     "f16 result, bias + relu": f16_program(256, 256, 256),
+    "f16 result, relu alone": RELU,
+    "f32 accumulation, convert to f16": F32_THEN_F16,
     "f32 result, bare": f16_program(128, 64, 128, "none", result="f32"),
     "B as [N, K], residual + tanh": f16_program(128, 128, 64, "residual", b_layout="nk"),
     "batched, exp": BATCHED,

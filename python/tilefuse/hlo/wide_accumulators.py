@@ -14,10 +14,10 @@ registers before the one store, so no extra memory traffic.
 
 f16 products are left as the program states them, accumulating in f16
 (10 bits of mantissa: 8192^3 stayed within JAX's tolerance on the H200).
-Widened, a bare f16 product's convert breaks the tensor-core kernel: IREE
-3.13's mma.sync conversion meets the arith.truncf on the accumulator
-fragments ("unhandled vector to mma type") at 128x128 tiles, and the
-dispatch would fall back to IREE's codegen.
+Widening them is a change of the tensor-core kernel's tiles, not of its
+correctness (an f32 accumulator tile is twice the shared memory, so large
+products would go from 128x128 to 64x64 tiles), and waits for a GPU run
+that times it.
 """
 
 from iree.compiler import ir

@@ -271,6 +271,27 @@ def describe(p: MatmulMmaParams) -> str:
     )
 
 
+def epilogue_piece(p: MatmulMmaParams) -> tuple[int, int]:
+    """A thread's piece of the epilogue: one row segment of E elements (E
+    = the tile over the threads) where a row holds a whole number of them,
+    else [rows, 8].
+
+    Why one row: IREE 3.13's mma.sync conversion takes a 2-D read of the
+    shared accumulator tile, with every elementwise op after it that it
+    can express as an mma fragment op (addf, truncf, maximumf, ...), for
+    fragments to convert, then fails on them ("unhandled vector to mma
+    type": f16 matmul + relu, f16 x f16 -> f32 + convert). A chain holding
+    an op it cannot express (a broadcast bias) was left alone, which is why
+    bias epilogues compiled. A [1, E] piece is read as a 1-D vector once
+    the unit dim is cast away (step 10), which the conversion never takes."""
+    tm, tn = p.workgroup_tile
+    threads = p.launch.workgroup[0] * p.launch.workgroup[1]
+    per_thread = tm * tn // threads
+    if per_thread <= tn and tn % per_thread == 0:
+        return 1, per_thread
+    return p.epilogue_rows, COPY_WIDTH
+
+
 def attributes(p: MatmulMmaParams, ctx: ir.Context) -> dict:
     """Values of the tagged steps of transform_scripts/matmul_mma.mlir."""
     lead, blocks, below = attrs.batch_lead(p.batch)
@@ -279,7 +300,7 @@ def attributes(p: MatmulMmaParams, ctx: ir.Context) -> dict:
         "warp_tile": (*below, *p.warp_tile),
         "copy_a_tile": (*below, p.copy_a_rows, COPY_WIDTH),
         "copy_b_tile": (*below, p.copy_b_rows, COPY_WIDTH),
-        "epilogue_tile": (*below, p.epilogue_rows, COPY_WIDTH),
+        "epilogue_tile": (*below, *epilogue_piece(p)),
         "fill_tile": (*below, p.epilogue_rows, COPY_WIDTH),
     }
     values = {tag: {"static_tile_sizes": attrs.i64_array(v, ctx)} for tag, v in sizes.items()}
