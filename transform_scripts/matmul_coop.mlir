@@ -34,6 +34,8 @@
 //                      subgroups = (TM/WM) x (TN/WN))
 //   epilogue_tile,     [re, 4]: a thread's piece of the epilogue and of the
 //   fill_tile          accumulator's zero fill; (TM/re) * (TN/4) <= threads
+//   epilogue_row       [1, 0]: the loop over a piece's rows, one 1 x 4 row
+//                      per step (step "epilogue_threads" says why)
 //   workgroup_dims, translation_info: [32 * TN/WN, TM/WM, 1] threads
 //                      (subgroup x along threadIdx.x / 32, subgroup y along
 //                      threadIdx.y), subgroup size 32
@@ -113,12 +115,20 @@ module attributes {transform.with_named_sequence} {
 
   // Step "epilogue_threads": the epilogue spread over all threads, a
   // re x 4 piece each (one SPIR-V vector per row). Left whole it would be
-  // run by every thread over the whole tile.
+  // run by every thread over the whole tile. Each piece is then a loop over
+  // its rows, one 1 x 4 row per step: a 2-D read of the accumulator tile
+  // followed only by ops the cooperative-matrix conversion can express
+  // (a relu's maximumf) was converted with them into
+  // gpu.subgroup_mma_elementwise, which SPIR-V does not legalize; a row is
+  // a 1-D vector once its unit dim is cast away, which it never takes.
   transform.named_sequence @tilefuse_matmul_coop_epilogue_threads(
       %epilogue: !transform.any_op {transform.consumed}) {
     %t_epilogue, %forall = transform.structured.tile_using_forall %epilogue
         tile_sizes [8, 4] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>])
         {tilefuse.param = "epilogue_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %row, %rows = transform.structured.tile_using_for %t_epilogue tile_sizes [1, 0]
+        {tilefuse.param = "epilogue_row"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.yield
   }

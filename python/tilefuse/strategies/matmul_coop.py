@@ -186,6 +186,7 @@ def attributes(p: MatmulCoopParams, ctx: ir.Context) -> dict:
         **values,
         "matmul_operand": {"raw_position_list": attrs.i64_array([p.matmul_operand], ctx)},
         "k_tile": attrs.static_sizes([*below, 0, 0, p.k_tile], ctx),
+        "epilogue_row": attrs.static_sizes([*below, 1, 0], ctx),
         **attrs.workgroup(p.launch, ctx),
     }
 
