@@ -387,7 +387,7 @@ def phase2_with_fallbacks(
             _check_strict(options, culprits, failures)
             _builtin_instead(choices, failures)
             continue
-        problems = kernel_problems(active, log)
+        problems = kernel_problems(active, log, ptx_files)
         if not problems:
             return made, log, ptx_files, failures, library
         failures.update(problems)

@@ -82,6 +82,11 @@ class Target:
     # than IREE's kernel (lavapipe: every masked read of B is four guarded
     # scalar loads).
     one_row_masked_tiles: bool = True
+    # bf16 x bf16 -> f32 contractions on tensor cores through IREE's own
+    # TileAndFuse pipeline (strategies/matmul_mma_bf16.py); off by default:
+    # that kernel's numerics have not run on a GPU. Off, the FMA matmul
+    # kernel takes them (`explain` says so).
+    bf16_mma: bool = False
 
     @property
     def is_gpu(self) -> bool:

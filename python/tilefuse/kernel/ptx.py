@@ -75,6 +75,26 @@ def threads_per_block(ptx_files: list[Path]) -> dict[str, int]:
     return found
 
 
+def entry_text(ptx_files: list[Path], name: str) -> str | None:
+    """The PTX of kernel `name`, from its `.entry` to the next one (or the
+    end of its file); None when no file defines it."""
+    for ptx in ptx_files:
+        text = ptx.read_text()
+        starts = list(_ENTRY_DECL.finditer(text))
+        for i, m in enumerate(starts):
+            if m.group(1) == name:
+                end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+                return text[m.start() : end]
+    return None
+
+
+def ntid_of(entry: str) -> int | None:
+    """Threads per block of one kernel's PTX (entry_text), from its
+    `.maxntid`/`.reqntid`; None without one."""
+    m = _NTID.search(entry)
+    return math.prod(int(g) for g in m.groups() if g) if m else None
+
+
 # IREE turns workgroup allocations into addrspace(3) globals in the LLVM IR,
 # then packs them into `__dynamic_shared_memory__`, which ptxas -v does not
 # count. Their sizes come from the dumped `.linked.ll` of each executable.

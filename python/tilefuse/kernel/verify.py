@@ -18,6 +18,7 @@ from ..dispatch.read import coalescing_text
 from ..errors import TilefuseError
 from ..irutil import context, symbol_name, walk
 from ..strategies import BY_NAME, Choice
+from . import ptx
 
 PRINT_HEADER = "[[[ IR printer: ]]]"
 # Ops a combine leaves when warp distribution did not take it apart.
@@ -117,6 +118,14 @@ def _check_kernel(name: str, text: str, choice: Choice | None = None) -> str | N
     return None
 
 
+def _check_ptx(choice: Choice, ptx_files) -> str | None:
+    entry = ptx.entry_text(list(ptx_files), choice.dispatch.name)
+    if entry is None:
+        return "no kernel of that name in the PTX"
+    refusal = BY_NAME[choice.strategy].ptx_refusal
+    return refusal(entry, choice.params) if refusal else None
+
+
 def shapes_of(choice: Choice) -> str:
     d = choice.dispatch
     dims = "x".join(str(s) for s in d.loop_ranges) if d.loop_ranges else "?"
@@ -124,15 +133,23 @@ def shapes_of(choice: Choice) -> str:
     return f"{dims} {','.join(types)}"
 
 
-def kernel_problems(choices: list[Choice], log: str) -> dict[str, str]:
+def kernel_problems(choices: list[Choice], log: str, ptx_files=()) -> dict[str, str]:
     """Dispatch name -> what is wrong, for every dispatch given a strategy
-    whose printed kernel is missing or fails the checks above."""
+    whose printed kernel is missing or fails the checks above; for a
+    strategy that configures IREE's pipeline (it prints no kernel), whose
+    kernel is missing from the PTX (`ptx_files`) or fails its ptx_refusal."""
     kernels = printed_kernels(log)
     problems = {}
     for c in choices:
         if not c.strategy:
             continue
         name = c.dispatch.name
+        record = BY_NAME[c.strategy]
+        if record.configures:
+            problem = _check_ptx(c, ptx_files)
+            if problem:
+                problems[name] = f"{c.strategy} left a wrong kernel: {problem}"
+            continue
         if name not in kernels:
             problems[name] = (
                 f"{c.strategy} did not run (no kernel printed; the transform library "
@@ -181,10 +198,10 @@ def _lane_strides(c: Choice):
     return c.dispatch.lane_strides_by_loop[strategy.lane_loop(c.dispatch, c.params)]
 
 
-def verify(choices: list[Choice], log: str) -> list[DispatchReport]:
+def verify(choices: list[Choice], log: str, ptx_files=()) -> list[DispatchReport]:
     """Reports for a compile that must have applied every strategy it was
     given (library mode, tests); a missing or wrong kernel is an error."""
-    problems = kernel_problems(choices, log)
+    problems = kernel_problems(choices, log, ptx_files)
     if problems:
         name, problem = next(iter(problems.items()))
         raise TilefuseError(f"dispatch {name}: {problem}")

@@ -19,6 +19,7 @@ from . import (
     matmul,
     matmul_coop,
     matmul_mma,
+    matmul_mma_bf16,
     row_reduction,
     row_warp,
     softmax,
@@ -39,6 +40,9 @@ STRATEGIES: tuple[Strategy, ...] = (
     matmul_coop.STRATEGY,
     matmul.STRATEGY,
     matmul_mma.STRATEGY,
+    # after matmul, which leaves it the bf16 contractions it takes (on
+    # targets with bf16_mma only)
+    matmul_mma_bf16.STRATEGY,
 )
 BY_NAME = {s.name: s for s in STRATEGIES}
 

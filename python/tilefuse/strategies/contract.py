@@ -78,6 +78,14 @@ class Strategy:
     # sequence when that is not @tilefuse_<name>.
     script: str | None = None
     entry: str | None = None
+    # Its script configures IREE's own pipeline instead of writing the
+    # kernel: @kernel_config runs it on the dispatch's function (it sets a
+    # lowering_config and a translation_info naming an IREE pipeline), and
+    # IREE builds the kernel. It prints none, so the kernel checks read the
+    # PTX instead: `ptx_refusal` (the kernel's PTX, from its .entry) says
+    # why the built kernel is not the promised one, or None. CUDA only.
+    configures: bool = False
+    ptx_refusal: Callable[[str, Params], str | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ or a no-op such as @tilefuse_pass), and the chosen steps are cloned beside
 the dispatch's sequence. `@kernel_config` maps each dispatch function, by
 name, to its specialized sequence. Steps the strategies share are named
 sequences in transform_scripts/common.mlir; the library carries their
-definitions once (add_shared_steps).
+definitions once (add_shared_steps). A strategy that configures IREE's
+own pipeline (Strategy.configures) is not a codegen spec: @kernel_config
+runs its specialized sequence on the dispatch's function right away.
 """
 
 from iree.compiler import ir
@@ -35,6 +37,24 @@ KERNEL_CONFIG_CASE = """    %f{i} = transform.structured.match ops{{["func.func"
       -> !transform.any_param
     transform.annotate %f{i} "translation_info" = %s{i} : !transform.any_op, !transform.any_param
 """
+# A strategy that configures IREE's pipeline (Strategy.configures): its
+# sequence runs here, on the dispatch's function (none in the other
+# executables' variants: foreach then runs nothing).
+KERNEL_CONFIG_CONFIGURE = """    %f{i} = transform.structured.match ops{{["func.func"]}}
+        attributes {{sym_name = "{dispatch}"}} in %variant
+      : (!transform.any_op) -> !transform.any_op
+    transform.foreach %f{i} : !transform.any_op {{
+    ^bb0(%g{i}: !transform.any_op):
+      transform.include @{sequence} failures(propagate) (%g{i}) : (!transform.any_op) -> ()
+    }}
+"""
+
+
+def kernel_config_case(i: int, choice: Choice) -> str:
+    """@kernel_config's lines for one dispatch: its strategy as the
+    function's codegen spec, or (a configuring strategy) run right here."""
+    case = KERNEL_CONFIG_CONFIGURE if BY_NAME[choice.strategy].configures else KERNEL_CONFIG_CASE
+    return case.format(i=i, dispatch=choice.dispatch.name, sequence=sequence_name(choice))
 
 
 def _parse_script(name: str, ctx: ir.Context) -> tuple[ir.Module, str]:
@@ -183,12 +203,18 @@ def build_library(choices: list[Choice], debug_info: bool = False) -> str:
     file:line there, `tilefuse try`)."""
     ctx = context()
     chosen = [c for c in choices if c.strategy]
-    cases = "".join(
-        KERNEL_CONFIG_CASE.format(i=i, dispatch=c.dispatch.name, sequence=sequence_name(c))
-        for i, c in enumerate(chosen)
+    cases = "".join(kernel_config_case(i, c) for i, c in enumerate(chosen))
+    # @kernel_config includes the configuring strategies' sequences: each is
+    # declared for the parse, and the declaration dropped once defined.
+    configuring = [sequence_name(c) for c in chosen if BY_NAME[c.strategy].configures]
+    declarations = "".join(
+        f"  transform.named_sequence private @{name}(%f: !transform.any_op "
+        "{transform.readonly})\n"
+        for name in configuring
     )
     library = ir.Module.parse(
         "module attributes {transform.with_named_sequence} {"
+        + declarations
         + KERNEL_CONFIG_ENTRY.replace("BODY", cases)
         + "}",
         ctx,
@@ -197,6 +223,10 @@ def build_library(choices: list[Choice], debug_info: bool = False) -> str:
     templates: dict = {}
     for choice in chosen:
         specialize(choice.strategy, choice.params, sequence_name(choice), entry, ctx, templates)
+    for op in list(library.body.operations):
+        op = op.operation
+        if symbol_name(op) in configuring and not len(op.regions[0].blocks):
+            op.erase()
     if chosen:
         add_shared_steps(library, ctx)
     for strategy in sorted({c.strategy for c in chosen if BY_NAME[c.strategy].script}):

@@ -10,8 +10,9 @@ This first version takes what it can compile right and reports the rest:
 - f32 operands and result, or i8 operands accumulated in i32 (a quantized
   layer: integer multiply-adds); on Vulkan also f16 and bf16, accumulated in the
   result's type as the program asks (and as IREE's kernel does); on CUDA
-  also bf16 (IREE 3.13 reaches no tensor cores for it, and its own codegen
-  fails on such a dispatch), and f16 where the tensor-core kernel
+  also bf16 (no script reaches tensor cores for it in IREE 3.13; the
+  configuration of IREE's pipeline that does, matmul_mma_bf16.py, takes
+  them where the target enables it), and f16 where the tensor-core kernel
   (matmul_mma.py) does not apply (M < 16, a vector-matrix product);
 - either operand in either layout (B as [N, K]: attention's q k^T; the
   vector reads of a transposed operand are transposed in registers), the
@@ -137,8 +138,15 @@ def _check(d: Dispatch, target: Target) -> str | None:
         return None
     if types == {"bf16"} and target.backend == "cuda":
         # IREE 3.13 reaches no tensor-core path for bf16 from a transform
-        # script (matmul_mma's reason), and its own codegen fails on such a
-        # dispatch ("failed to distribute"): bf16 FMAs compile where neither does.
+        # script (matmul_mma's reason). IREE's own TileAndFuse pipeline does
+        # for bf16 x bf16 -> f32 (matmul_mma_bf16, on targets that enable
+        # it); otherwise bf16 FMAs (IREE's codegen fails on a bf16 result:
+        # "failed to distribute").
+        from . import matmul_mma_bf16
+
+        params, _ = matmul_mma_bf16.plan(d, target)
+        if params:
+            return "bf16 on CUDA: the tensor-core configuration takes it (matmul_mma_bf16)"
         return None
     if types == {"f16"} and target.backend == "cuda":
         # The tensor-core kernel's where it applies; where it does not (no
@@ -617,7 +625,20 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
         f"{batch}{m}x{k} @ {k}x{n} {element}{epilogue}, {tm}x{tn} outputs "
         f"per thread in registers{ragged}, K step {params.k_step}, "
         f"{'vector multiply-adds' if element.startswith('i') else 'vector FMAs'}{note}"
+        f"{_bf16_tensor_cores_note(d, target)}"
     )
+
+
+def _bf16_tensor_cores_note(d: Dispatch, target: Target) -> str:
+    """Why a bf16 contraction on CUDA is not on tensor cores (the
+    matmul_mma_bf16 refusal), for explain; "" otherwise."""
+    (c,) = d.contractions
+    if target.backend != "cuda" or c.lhs.element_type != "bf16":
+        return ""
+    from . import matmul_mma_bf16
+
+    _, why = matmul_mma_bf16.plan(d, target)
+    return f"; not on tensor cores: matmul_mma_bf16: {why}"
 
 
 def steps(p: MatmulParams) -> dict[str, str]:

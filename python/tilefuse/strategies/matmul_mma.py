@@ -11,7 +11,8 @@ fragments take no elementwise ops), spread over all threads.
 Takes, on CUDA (sm_80 and later):
 - f16 operands, the contraction accumulating in f16 (JAX's f16 dot_general)
   or f32 (a dot_general with an f32 result); bf16 is refused: IREE 3.13's
-  mma.sync conversion fails on bf16 reads from workgroup memory;
+  mma.sync conversion fails on bf16 reads from workgroup memory
+  (matmul_mma_bf16.py reaches bf16 tensor cores through IREE's pipeline);
 - A as [M, K], B as [K, N] or [N, K] (attention's q k^T), at most one batch
   loop (one batch element per workgroup), an elementwise epilogue or none;
 - tiles that divide M, N and K (K in steps of 32, at least two), and at most
@@ -87,7 +88,10 @@ def _check(d: Dispatch, target: Target) -> str | None:
     if {c.lhs.element_type, c.rhs.element_type} != {"f16"}:
         types = "/".join(sorted({c.lhs.element_type, c.rhs.element_type}))
         if "bf16" in types:
-            return "bf16 operands: IREE 3.13's mma.sync conversion fails on them"
+            return (
+                "bf16 operands: IREE 3.13's mma.sync conversion fails on them "
+                "(matmul_mma_bf16 configures IREE's pipeline for them instead)"
+            )
         return f"{types} operands (f16 only)"
     if c.result.element_type not in ACCUMULATOR_BYTES:
         return f"a {c.result.element_type} accumulator (f16 or f32)"

@@ -1,0 +1,238 @@
+"""Parameters of the bf16 tensor-core configuration (transform_scripts/matmul_mma_bf16.mlir).
+
+IREE 3.13 reaches no bf16 tensor cores from a transform script (its
+mma.sync conversion rejects bf16: matmul_mma.py's reason), but its own
+TileAndFuse pipeline lowers the `NV_MMA_SYNC_F32_16x8x16_BF16` intrinsic
+to mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32. So this strategy
+writes no kernel: its script, run from @kernel_config, sets IREE's
+configuration on the dispatch (a lowering_config naming that intrinsic with
+the tiles chosen here, and a TileAndFuse translation_info), and IREE builds
+the kernel, the epilogue fused in it (strategies/library.py, `configures`).
+
+Takes, on CUDA targets whose `bf16_mma` field is true (off by default: the
+kernel's numerics have not run on a GPU):
+- bf16 operands accumulated in f32 (hlo/wide_accumulators.py gives every
+  bf16 product this form, the convert back to bf16 being the epilogue's);
+- the structures the matmul kernels take (matmul.structure_refusal: a fill,
+  the contraction, at most one elementwise root; at most one batch loop),
+  A as [M, K], B as [K, N] or [N, K];
+- M and N multiples of 16 and K of 16 (tiles divide the shape: no
+  padding); the largest workgroup tile of 128x128 down to 16x16 whose grid
+  still gives every multiprocessor a workgroup (matmul_mma.filling_tile),
+  warps of at most 64x32 outputs, K step 64, 32 or 16.
+After the build the strategy refuses a kernel whose PTX holds no bf16
+mma.sync or whose block size is not the one it configured (IREE ignored
+the configuration): `ptx_refusal`.
+"""
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from ..dispatch.read import Dispatch
+from ..kernel.ptx import ntid_of
+from ..targets import Target
+from . import attrs, tuning
+from .contract import PASS, Launch, Strategy, Tunable
+from .matmul import contraction_signature, structure_refusal
+from .matmul_mma import WORKGROUP_TILES, filling_tile
+
+INTRINSIC = "NV_MMA_SYNC_F32_16x8x16_BF16"
+MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+K_TILES = (64, 32, 16)  # the first that divides K (multiples of k16)
+MAX_WARP_TILE = (64, 32)  # 64 f32 accumulators per thread (123 registers at 128x128)
+PREFETCH_STAGES = 2  # IREE's own choice for these matmuls
+
+
+@dataclass(frozen=True)
+class MatmulMmaBf16Params:
+    launch: Launch
+    matmul_operand: int  # the root's input the contraction produces
+    workgroup_tile: tuple[int, int]  # (TM, TN)
+    warp_tile: tuple[int, int]  # (WM, WN)
+    k_tile: int
+    epilogue: bool
+    batch: bool
+
+
+def _check(d: Dispatch, target: Target) -> str | None:
+    if target.backend != "cuda":
+        return f"bf16 tensor cores: CUDA only ({target.backend} target)"
+    why = structure_refusal(d)
+    if why:
+        return why
+    (c,) = d.contractions
+    operands = {c.lhs.element_type, c.rhs.element_type}
+    if operands != {"bf16"}:
+        return f"{'/'.join(sorted(operands))} operands (bf16 only)"
+    if c.result.element_type != "f32":
+        return f"a {c.result.element_type} accumulator (f32 only: the intrinsic's)"
+    if not c.m:
+        return "no M loop (a vector-matrix product)"
+    if not c.lhs_k_inner:
+        return "A stored as [K, M] (not built)"
+    if not target.bf16_mma:
+        return f"off on {target.name} (target field bf16_mma: its numerics have not run on a GPU)"
+    return None
+
+
+def _warp_tile(tm: int, tn: int) -> tuple[int, int]:
+    """(WM, WN): two warps along M where the tile has 32 rows, up to four
+    along N, each warp at most MAX_WARP_TILE."""
+    wm = min(MAX_WARP_TILE[0], tm // 2 if tm >= 32 else tm)
+    wn = min(MAX_WARP_TILE[1], tn // 2 if tn >= 16 else tn)
+    return wm, wn
+
+
+def _configs(m: int, n: int, k: int):
+    """(TM, TN, WM, WN, KT) that divide the shape, largest tiles first."""
+    kt = next((t for t in K_TILES if k % t == 0), None)
+    if kt is None:
+        return
+    for tm, tn in WORKGROUP_TILES:
+        if m % tm or n % tn:
+            continue
+        wm, wn = _warp_tile(tm, tn)
+        yield _Tile(tm, tn, wm, wn, kt)
+
+
+@dataclass(frozen=True)
+class _Tile:
+    tm: int
+    tn: int
+    wm: int
+    wn: int
+    kt: int
+
+
+def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaBf16Params | None:
+    (c,) = d.contractions
+    grid = (c.n[0] // t.tn, c.m[0] // t.tm, c.batch[0] if c.batch else 1)
+    if target.grid_refusal(grid):
+        return None
+    warps = (t.tm // t.wm) * (t.tn // t.wn)
+    epilogue = d.root_op != c.op
+    return MatmulMmaBf16Params(
+        launch=Launch(grid, (target.subgroup_size * warps, 1, 1), target.subgroup_size),
+        matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
+        workgroup_tile=(t.tm, t.tn),
+        warp_tile=(t.wm, t.wn),
+        k_tile=t.kt,
+        epilogue=epilogue,
+        batch=bool(c.batch),
+    )
+
+
+def candidates(d: Dispatch, target: Target) -> list[MatmulMmaBf16Params]:
+    """Every tile configuration that fits the dispatch, the chooser's pick
+    first; [] when the strategy refuses it."""
+    if _check(d, target):
+        return []
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    fitting = list(_configs(m, n, k))
+    batch = c.batch[0] if c.batch else 1
+    first = filling_tile(fitting, m, n, batch, target.multiprocessors)
+    if first is None:
+        return []
+    ordered = [first, *(t for t in fitting if t != first)]
+    return [p for p in (_params(d, target, t) for t in ordered) if p is not None]
+
+
+def choice_of(p: MatmulMmaBf16Params) -> dict:
+    return {"tile": list(p.workgroup_tile), "k_tile": p.k_tile}
+
+
+def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaBf16Params | None, str]:
+    why = _check(d, target)
+    if why:
+        return None, why
+    (c,) = d.contractions
+    m, n, k = c.m[0], c.n[0], c.k[0]
+    options = candidates(d, target)
+    if not options:
+        return None, (
+            f"no tile configuration divides {m}x{n}x{k} (M, N by 16-128, K by 16) "
+            "within the target's workgroup counts"
+        )
+    params, note = tuning.pick(
+        options, choice_of, target, "matmul_mma_bf16", contraction_signature(d)
+    )
+    batch = f"{c.batch[0]} x " if c.batch else ""
+    epilogue = " with its epilogue" if params.epilogue else ""
+    return params, (
+        f"{batch}{m}x{k} @ {k}x{n} bf16 -> f32{epilogue}: mma.sync m16n8k16 bf16 through "
+        f"IREE's TileAndFuse pipeline ({INTRINSIC}){note}"
+    )
+
+
+def steps(p: MatmulMmaBf16Params) -> dict[str, str]:
+    return {"contraction": "tilefuse_matmul_mma_bf16_contraction" if p.epilogue else PASS}
+
+
+def describe(p: MatmulMmaBf16Params) -> str:
+    return (
+        f"tile={list(p.workgroup_tile)} warp={list(p.warp_tile)} k_tile={p.k_tile} "
+        f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} (IREE TileAndFuse)"
+    )
+
+
+def lowering_config(p: MatmulMmaBf16Params) -> str:
+    """The contraction's #iree_gpu.lowering_config: tile sizes per loop
+    ([B,] M, N, K); subgroup and reduction sizes count intrinsics (m16, n8,
+    k16), not elements."""
+    lead = [1] if p.batch else []
+    below = [0] if p.batch else []
+    tm, tn = p.workgroup_tile
+    wm, wn = p.warp_tile
+    workgroup = [*lead, tm, tn, 0]
+    subgroup = [*below, wm // 16, wn // 8, 0]
+    reduction = [*below, 0, 0, p.k_tile // 16]
+    return (
+        "#iree_gpu.lowering_config<{convert_acc_gemm, "
+        f"mma_kind = #iree_gpu.mma_layout<{INTRINSIC}>, promote_operands = [0, 1], "
+        f"reduction = {reduction}, subgroup = {subgroup}, workgroup = {workgroup}}}>"
+    )
+
+
+def translation_info(p: MatmulMmaBf16Params) -> str:
+    x, y, z = p.launch.workgroup
+    return (
+        "#iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
+        f"workgroup_size = [{x}, {y}, {z}] subgroup_size = {p.launch.subgroup}, "
+        "{gpu_pipeline_options = #iree_gpu.pipeline_options<"
+        f"prefetch_num_stages = {PREFETCH_STAGES}, no_reduce_shared_memory_bank_conflicts = "
+        "false, use_igemm_convolution = false>}>"
+    )
+
+
+def attributes(p: MatmulMmaBf16Params, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/matmul_mma_bf16.mlir."""
+    return {
+        "matmul_operand": {"raw_position_list": attrs.i64_array([p.matmul_operand], ctx)},
+        "lowering_config": {"value": ir.Attribute.parse(lowering_config(p), ctx)},
+        "translation_info": {"value": ir.Attribute.parse(translation_info(p), ctx)},
+    }
+
+
+def ptx_refusal(entry: str, p: MatmulMmaBf16Params) -> str | None:
+    """Why the kernel IREE built (`entry`: its PTX) is not the promised one."""
+    if MMA_PTX not in entry:
+        return f"no {MMA_PTX} in the PTX (the contraction did not reach tensor cores)"
+    threads = p.launch.workgroup[0] * p.launch.workgroup[1] * p.launch.workgroup[2]
+    ntid = ntid_of(entry)
+    if ntid != threads:
+        return f"{ntid} threads per block, not the {threads} configured (configuration ignored)"
+    return None
+
+
+STRATEGY = Strategy(
+    name="matmul_mma_bf16",
+    plan=plan,
+    tunable=Tunable(candidates, choice_of, contraction_signature),
+    describe=describe,
+    attributes=attributes,
+    steps=steps,
+    configures=True,
+    ptx_refusal=ptx_refusal,
+)
