@@ -69,3 +69,21 @@ def test_vector_elements_and_grid_refusal(pipelines):
 def test_native_vectors_are_capped_on_spirv_only():
     assert load_target("vulkan").vector_elements(16, native=True) == 4
     assert load_target("cuda").vector_elements(16, native=True) == 8
+
+
+def test_fields_overridden_after_the_name():
+    """`NAME,FIELD=VALUE,...` overrides fields of a target file for one run
+    (a switch tried without a new target file); a typo, a missing value or a
+    value of the wrong type is an error naming the override."""
+    target = load_target("cuda-sm90,bf16_mma=true,multiprocessors=114")
+    assert (target.bf16_mma, target.multiprocessors) == (True, 114)
+    assert target.name == "cuda-sm90,bf16_mma=true,multiprocessors=114"
+    assert load_target("cuda-sm90").bf16_mma is False
+    for bad, why in [
+        ("cuda-sm90,bf16_mmx=true", "expected FIELD=VALUE"),
+        ("cuda-sm90,bf16_mma", "expected FIELD=VALUE"),
+        ("cuda-sm90,bf16_mma=yes", "not a TOML value"),
+        ("cuda-sm90,bf16_mma=1", "bf16_mma is a bool, not a int"),
+    ]:
+        with pytest.raises(TilefuseError, match=why):
+            load_target(bad)

@@ -5,7 +5,7 @@ counts, vector width) from a Target, never from constants of their own.
 """
 
 import tomllib
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 
 from .errors import TilefuseError
 from .paths import PIPELINES
@@ -117,6 +117,39 @@ def target_names() -> list[str]:
 
 
 def load_target(name: str) -> Target:
+    """The target pipelines/NAME.toml describes. NAME may carry overrides of
+    its fields after commas, each a TOML value (`cuda-sm90,bf16_mma=true`):
+    for trying a switch without writing a target file; the overridden name
+    is the target's name, so a bundle or report records it."""
+    base, *overrides = name.split(",")
+    target = _load_file(base)
+    if not overrides:
+        return target
+    values = {}
+    known = {f.name for f in fields(Target) if f.name != "name"}
+    for item in overrides:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or key not in known:
+            raise TilefuseError(
+                f"target override '{item}': expected FIELD=VALUE with FIELD one of {sorted(known)}"
+            )
+        try:
+            value = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError as e:
+            raise TilefuseError(f"target override '{item}': not a TOML value ({e})") from None
+        value = tuple(value) if isinstance(value, list) else value
+        current = getattr(target, key)
+        if current is not None and type(value) is not type(current):
+            raise TilefuseError(
+                f"target override '{item}': {key} is a {type(current).__name__}, "
+                f"not a {type(value).__name__}"
+            )
+        values[key] = value
+    return replace(target, name=name, **values)
+
+
+def _load_file(name: str) -> Target:
     path = PIPELINES / f"{name}.toml"
     if not path.is_file():
         raise TilefuseError(f"unknown target '{name}'; known targets: {', '.join(target_names())}")
