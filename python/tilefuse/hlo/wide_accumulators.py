@@ -22,6 +22,7 @@ that times it.
 
 from iree.compiler import ir
 
+from ..irutil import walk
 from .ops import element_type, try_cast
 
 CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
@@ -44,7 +45,9 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     """Give every bf16-result contraction of `func` an f32 result and a
     convert back; one log line if any changed."""
     widened = 0
-    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
+    # Nested regions too: a JAX scan over layers is a stablehlo.while whose
+    # body holds the layer's matmuls.
+    for op in list(walk(func)):
         if op.name not in CONTRACTIONS or len(op.results) != 1:
             continue
         ranked = try_cast(ir.RankedTensorType, op.results[0].type) is not None
