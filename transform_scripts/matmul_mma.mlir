@@ -42,7 +42,9 @@
 //   copy_b_tile        [rb, 8]: the same for B's KT x TN slice (TN x KT when
 //                      B is transposed: [rb, 8] over N x K)
 //   epilogue_tile      [re, ce]: a thread's piece of the epilogue;
-//                      (TM/re) * (TN/ce) <= the thread count
+//                      (TM/re) * (TN/ce) <= the thread count; one row
+//                      (re = 1) wherever a row holds whole pieces
+//                      (matmul_mma.epilogue_piece says why)
 //   fill_tile          [rf, cf]: a thread's piece of the accumulator's
 //                      zero fill, as epilogue_tile
 //   pipeline_depth,    stages of cp.async in flight, and the buffers per
@@ -128,8 +130,10 @@ module attributes {transform.with_named_sequence} {
   }
 
   // Step "epilogue_threads": the epilogue spread over all threads, a
-  // re x ce piece each (ce * element size = 16 bytes: one vector store per
-  // row). Left whole it would be run by every thread over the whole tile.
+  // re x ce piece each, in 16-byte vector stores. Left whole it would be
+  // run by every thread over the whole tile. A piece of one row keeps the
+  // mma.sync conversion (step 10) off the epilogue's read of the
+  // accumulator tile.
   transform.named_sequence @tilefuse_matmul_mma_epilogue_threads(
       %epilogue: !transform.any_op {transform.consumed}) {
     %t_epilogue, %forall = transform.structured.tile_using_forall %epilogue
