@@ -117,6 +117,13 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                     progress(i, len(paths), path.stem, f"plain IREE failed: {e}")
             folder = staging / "models" / path.stem
             folder.mkdir(parents=True)
+            # A program folder's own torch_peers.py (benchmarks/gpu/ has
+            # one): the inductor peer's function for it, by its name.
+            peers = {}
+            own_peers = path.resolve().parent / TORCH_PEERS
+            if "sample" not in _inputs_entry(path, program, function) and own_peers.is_file():
+                shutil.copyfile(own_peers, folder / TORCH_PEERS)
+                peers["torch_peers"] = f"models/{path.stem}/{TORCH_PEERS}"
             # The program itself, for the peers (XLA compiles the same StableHLO).
             (folder / "program.mlir").write_text(program.text)
             files = {"stablehlo": f"models/{path.stem}/program.mlir"}
@@ -141,6 +148,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                     "tilefuse_kernels": runs["tilefuse"].notes,
                     "files": files,
                     **baseline,
+                    **peers,
                     **_inputs_entry(path, program, function),
                 }
             )

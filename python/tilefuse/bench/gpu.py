@@ -250,13 +250,15 @@ class TorchOptions:
 
 
 @functools.cache
-def _torch_peers(bundle: Path):
-    """The bundle's copy of samples/torch_peers.py, as a module (it imports
-    torch: loaded only when the inductor peer runs)."""
-    path = bundle / TORCH_PEERS
+def _torch_peers(bundle: Path, path: str = TORCH_PEERS):
+    """A torch_peers.py of the bundle as a module (it imports torch: loaded
+    only when the inductor peer runs): samples/torch_peers.py by default,
+    else the copy of another program folder's (a model's `torch_peers`)."""
+    path = bundle / path
     if not path.is_file():
-        raise FileNotFoundError(f"no {TORCH_PEERS} in the bundle")
-    spec = importlib.util.spec_from_file_location("tilefuse_torch_peers", path)
+        raise FileNotFoundError(f"no {path.name} in the bundle")
+    name = "tilefuse_torch_peers_" + path.parent.name.replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -340,15 +342,19 @@ def inductor_peer(
     and time per call over `count` back-to-back calls, median over
     `repeats`, as xla_peer times. No torch, no function for the model, or a
     compile error: the peer's status says so; the run goes on."""
-    if "sample" not in model:
+    if "sample" not in model and "torch_peers" not in model:
         return {"status": "unavailable: not a sample, no PyTorch function"}
     stage = "unavailable"
     try:
         import torch
 
-        fn = _torch_peers(bundle).SAMPLES.get(model["sample"])
+        if "sample" in model:
+            fn = _torch_peers(bundle).SAMPLES.get(model["sample"])
+        else:  # a program folder's torch_peers.py, by the program's name
+            fn = _torch_peers(bundle, model["torch_peers"]).PROGRAMS.get(model["name"])
         if fn is None:
-            return {"status": f"unavailable: no PyTorch function for {model['sample']}"}
+            key = model.get("sample", model["name"])
+            return {"status": f"unavailable: no PyTorch function for {key}"}
         device = torch.device(options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         args = [to_torch(a, device) for a in inputs]
         stage = "failed"
@@ -638,6 +644,8 @@ def run_model(
         xla_outs = result["xla"].pop("outputs", None)
         if refs is None and xla_outs is not None:
             result.update(xla_verdict(outputs, xla_outs))
+            # The peers below are checked against XLA too.
+            refs, tol = xla_outs, result["tolerance"]
     if "inductor" in peers:
         count = model["repeat"].get("iree", model["repeat"]["tilefuse"])
         result["inductor"] = inductor_peer(
