@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import iterator_types, map_dims, symbol_name, walk
+from ..irutil import defining_op, iterator_types, map_dims, symbol_name, walk
 from . import rewrite_sources
 from .read import LOAD, STORE
 
@@ -91,8 +91,7 @@ def _sizes(order: list[list[int]], dim_sizes: list[int]) -> list[int]:
 
 def _full_load(value: ir.Value) -> ir.Operation | None:
     """The dispatch load reading all of `value`'s binding, used only here."""
-    owner = value.owner
-    op = owner.operation if hasattr(owner, "operation") else None
+    op = defining_op(value)
     if op is None or op.name != LOAD or len(op.operands) != 1:
         return None  # dynamic offsets or sizes
     shape = list(ir.RankedTensorType(value.type).shape)
@@ -103,15 +102,10 @@ def _full_load(value: ir.Value) -> ir.Operation | None:
     return op if len(list(value.uses)) == 1 else None
 
 
-def _owner_op(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if hasattr(owner, "operation") else None
-
-
 def _elementwise_of_loads(value: ir.Value) -> ir.Operation | None:
     """An all-parallel, identity-indexed generic of whole-binding loads (a
     convert the fusion stage left outside the root), used only here."""
-    op = _owner_op(value)
+    op = defining_op(value)
     if op is None or op.name != "linalg.generic" or len(list(value.uses)) != 1:
         return None
     attrs = op.attributes
@@ -123,17 +117,16 @@ def _elementwise_of_loads(value: ir.Value) -> ir.Operation | None:
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
     if any(_full_load(op.operands[i]) is None for i in range(num_inputs)):
         return None
-    init = _owner_op(op.operands[num_inputs])
+    init = defining_op(op.operands[num_inputs])
     return op if init is not None and init.name == "tensor.empty" else None
 
 
 def _fill_of_empty(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    op = owner.operation if hasattr(owner, "operation") else None
+    op = defining_op(value)
     if op is None or op.name != "linalg.fill" or len(list(value.uses)) != 1:
         return None
-    empty = op.operands[1].owner
-    return op if getattr(empty, "name", "") == "tensor.empty" else None
+    empty = defining_op(op.operands[1])
+    return op if empty is not None and empty.name == "tensor.empty" else None
 
 
 def _retype_binding(subspan: ir.Operation, sizes: list[int], element) -> ir.Value:
@@ -251,11 +244,10 @@ def _rewrite(root: ir.Operation, layout: Layout) -> str | None:
 def _root_of(func: ir.Operation) -> ir.Operation | None:
     """The op whose single result the function stores, if it is one op."""
     stores = [op for op in walk(func) if op.name == STORE]
-    owners = {id(s.operands[0].owner): s.operands[0].owner for s in stores}
+    owners = {id(s.operands[0].owner): s.operands[0] for s in stores}
     if len(owners) != 1:
         return None
-    owner = next(iter(owners.values()))
-    return owner.operation if hasattr(owner, "operation") else None
+    return defining_op(next(iter(owners.values())))
 
 
 def collapse_column_reductions(sources: str) -> tuple[str, list[str]]:

@@ -39,6 +39,7 @@ import math
 from iree.compiler import ir
 
 from ..frontend import location_text
+from ..irutil import defining_op
 from .ops import shape_of
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -136,10 +137,10 @@ def body_kind(body: ir.Block, floats: bool) -> str:
 
 def splat_value(value: ir.Value):
     """The scalar of a splat stablehlo.constant, or None."""
-    owner = value.owner
-    if not hasattr(owner, "operation") or owner.operation.name != "stablehlo.constant":
+    owner = defining_op(value)
+    if owner is None or owner.name != "stablehlo.constant":
         return None
-    attr = owner.operation.attributes["value"]
+    attr = owner.attributes["value"]
     for cls, scalar in (
         (ir.DenseFPElementsAttr, ir.FloatAttr),
         (ir.DenseIntElementsAttr, ir.IntegerAttr),
@@ -174,11 +175,11 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
         return f"{element} values (f32, f16, bf16, i8, i16, i32 are rewritten)", ""
     if index_type != "i32":
         return f"{index_type} indices (i32 are rewritten)", ""
-    producer = iota.owner
+    producer = defining_op(iota)
     if not (
-        hasattr(producer, "operation")
-        and producer.operation.name == "stablehlo.iota"
-        and ir.IntegerAttr(producer.operation.attributes["iota_dimension"]).value == dims[0]
+        producer is not None
+        and producer.name == "stablehlo.iota"
+        and ir.IntegerAttr(producer.attributes["iota_dimension"]).value == dims[0]
     ):
         return "the indices are not an iota along the reduced dim", ""
     if any(True for _ in op.results[0].uses):
@@ -310,7 +311,7 @@ def splice(
     op.results[result].replace_all_uses_with(inner[-1].operands[0])
     producers = []
     for v in op.operands:
-        owner = v.owner.operation if hasattr(v.owner, "operation") else None
+        owner = defining_op(v)
         if owner is not None and not any(owner == q for q in producers):
             producers.append(owner)
     op.erase()

@@ -39,6 +39,7 @@ import math
 from iree.compiler import ir
 
 from ..frontend import location_text
+from ..irutil import defining_op
 from ..targets import Target
 from .argminmax import function_reduces, splice, tensor_text
 from .ops import bytes_of, mark_split_steps, node_class, shape_of
@@ -108,10 +109,10 @@ def refusal(op: ir.Operation, target: Target) -> str | None:
 
 
 def _unary_producer(x: ir.Value) -> bool:
-    owner = x.owner
-    if not hasattr(owner, "operation") or node_class(owner.operation) != "elementwise":
+    owner = defining_op(x)
+    if owner is None or node_class(owner) != "elementwise":
         return False
-    return sum(1 for v in owner.operation.operands if shape_of(v.type) != []) == 1
+    return sum(1 for v in owner.operands if shape_of(v.type) != []) == 1
 
 
 def _split_dims(shape: list[int], dims: list[int], workgroups: int, target: Target):

@@ -200,11 +200,11 @@ def _template(body: str, x_type: str, element: str, init: str, views, loc: str) 
 
 
 def _splat(value: ir.Value) -> bool:
-    owner = value.owner
+    owner = defining_op(value)
     return (
-        hasattr(owner, "operation")
-        and owner.operation.name == "stablehlo.constant"
-        and ir.DenseElementsAttr(owner.operation.attributes["value"]).is_splat
+        owner is not None
+        and owner.name == "stablehlo.constant"
+        and ir.DenseElementsAttr(owner.attributes["value"]).is_splat
     )
 
 

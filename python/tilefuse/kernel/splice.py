@@ -11,7 +11,7 @@ between (aliases.py). The strategies run once, and the SPIR-V lowering once.
 from iree.compiler import ir
 
 from ..errors import TilefuseError
-from ..irutil import context, symbol_name, walk
+from ..irutil import context, defining_op, symbol_name, walk
 
 EXPORT = "hal.executable.export"
 DISPATCH_CONFIG = "iree_codegen.dispatch_config"
@@ -69,8 +69,7 @@ def _constants(config: ir.Operation) -> list[int | None]:
     (yield_,) = [op.operation for op in block.operations if op.operation.name.endswith("yield")]
     values = []
     for operand in yield_.operands:
-        owner = operand.owner
-        owner = owner if isinstance(owner, ir.Operation) else getattr(owner, "operation", None)
+        owner = defining_op(operand)
         if owner is not None and owner.name == "arith.constant":
             values.append(ir.IntegerAttr(owner.attributes["value"]).value)
         else:
