@@ -117,11 +117,12 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                     progress(i, len(paths), path.stem, f"plain IREE failed: {e}")
             folder = staging / "models" / path.stem
             folder.mkdir(parents=True)
+            inputs = _inputs_entry(path, program, function)
             # A program folder's own torch_peers.py (benchmarks/gpu/ has
             # one): the inductor peer's function for it, by its name.
             peers = {}
             own_peers = path.resolve().parent / TORCH_PEERS
-            if "sample" not in _inputs_entry(path, program, function) and own_peers.is_file():
+            if "sample" not in inputs and own_peers.is_file():
                 shutil.copyfile(own_peers, folder / TORCH_PEERS)
                 peers["torch_peers"] = f"models/{path.stem}/{TORCH_PEERS}"
             # The program itself, for the peers (XLA compiles the same StableHLO).
@@ -149,7 +150,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                     "files": files,
                     **baseline,
                     **peers,
-                    **_inputs_entry(path, program, function),
+                    **inputs,
                 }
             )
         if any("sample" in e for e in entries):

@@ -582,9 +582,9 @@ def add_fractions(run: dict) -> None:
     peak = run.get("hbm_peak")
     tensor = run.get("tensor_peak")
     for r in run["models"]:
-        flops = r.get("tensor_core_flops", 0)
-        if flops and "seconds" in r:
-            r["tensor_flops_per_second"] = {c: flops / t for c, t in r["seconds"].items() if t}
+        rates = flop_rates(r)
+        if rates:
+            r["tensor_flops_per_second"] = {c: v for c, v in rates.items() if c in r["seconds"]}
             if tensor:
                 tf_rate = r["tensor_flops_per_second"].get("tilefuse", 0)
                 r["fraction_of_tensor_peak"] = tf_rate / tensor["flops_per_second"]
@@ -637,9 +637,10 @@ def run_model(
     )
     if "baseline_error" in model:
         result["iree_error"] = model["baseline_error"]
+    # The peers' back-to-back calls: as many as IREE's timing module repeats.
+    count = model["repeat"].get("iree", model["repeat"]["tilefuse"])
     if "xla" in peers:
         text = (bundle / model["files"]["stablehlo"]).read_text()
-        count = model["repeat"].get("iree", model["repeat"]["tilefuse"])
         result["xla"] = xla_peer(text, inputs, refs, tol, count, repeats, warmup)
         xla_outs = result["xla"].pop("outputs", None)
         if refs is None and xla_outs is not None:
@@ -647,7 +648,6 @@ def run_model(
             # The peers below are checked against XLA too.
             refs, tol = xla_outs, result["tolerance"]
     if "inductor" in peers:
-        count = model["repeat"].get("iree", model["repeat"]["tilefuse"])
         result["inductor"] = inductor_peer(
             bundle, model, inputs, refs, tol, outputs["tilefuse"], count, repeats, warmup,
             torch_options,
@@ -801,18 +801,29 @@ def summary_lines(run: dict) -> list[str]:
     return lines + flop_lines(run) + kernel_lines(run)
 
 
+def flop_rates(r: dict) -> dict[str, float]:
+    """A model's f16/bf16 contraction work over each compiler's and each
+    peer's time per call, in FLOP/s ({} for a model with none)."""
+    flops = r.get("tensor_core_flops", 0)
+    if not flops or "seconds" not in r:
+        return {}
+    rates = {c: flops / t for c, t in r["seconds"].items() if t}
+    for peer in PEERS:
+        seconds = (r.get(peer) or {}).get("seconds")
+        if seconds and r[peer].get("status") == "ok":
+            rates[peer] = flops / seconds
+    return rates
+
+
 def flop_lines(run: dict) -> list[str]:
     """Contraction rates (f16/bf16 tensor-core work over each one's time),
     for the models that have any."""
     lines = []
     for r in run["models"]:
-        rates = r.get("tensor_flops_per_second")
+        rates = flop_rates(r)
         if not rates:
             continue
         text = "  ".join(f"{c} {v / 1e12:.1f}" for c, v in rates.items())
-        for peer in PEERS:
-            if r.get(peer, {}).get("seconds"):
-                text += f"  {peer} {r['tensor_core_flops'] / r[peer]['seconds'] / 1e12:.1f}"
         if "fraction_of_tensor_peak" in r:
             text += f"  (tilefuse at {100 * r['fraction_of_tensor_peak']:.1f}% of peak)"
         lines.append(f"{r['name']:32} {text}")

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from ..paths import ROOT
-from .gpu import peer_notes
+from .gpu import flop_rates, peer_notes
 
 RUNS = ROOT / "docs" / "gpu-runs"
 PAGE = ROOT / "docs" / "gpu-results.md"
@@ -106,13 +106,9 @@ def kernel_rows(run: dict, copy: dict | None, peak: dict | None) -> list[list[st
 def flop_rows(run: dict) -> list[list[str]]:
     rows = []
     for r in run["models"]:
-        flops = r.get("tensor_core_flops")
-        if not flops or "seconds" not in r:
+        rate = flop_rates(r)
+        if not rate:
             continue
-        rate = {c: flops / s for c, s in r["seconds"].items() if s}
-        for peer in ("xla", "inductor"):
-            if _peer_seconds(r, peer):
-                rate[peer] = flops / _peer_seconds(r, peer)
         rows.append(
             [
                 r["name"],
