@@ -522,7 +522,6 @@ def test_unguarded_edges_are_refused(why):
             bare=True,
             root_inputs=1,
             element="f32",
-            accumulator="f32",
             inputs_element="f32",
             masked_reads=((8, 16),),
         ),

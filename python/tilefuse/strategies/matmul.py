@@ -106,7 +106,6 @@ class Ragged:
     bare: bool  # no epilogue: a copy of the product is the root
     root_inputs: int  # the root's input count (its init's operand position)
     element: str  # A's and B's element type (their pads'): f32, f16, bf16
-    accumulator: str  # the contraction's result (its registers'): element or f32
     # The epilogue's other inputs (bias, residual): the padded type the
     # script finds their pads by (r_pad_type_N); the operands' or f32.
     inputs_element: str
@@ -337,9 +336,9 @@ def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
     return why
 
 
-def _ragged_types(d: Dispatch) -> tuple[tuple[str, str, str] | None, str]:
-    """(operands' element, accumulator's element, the element of the
-    epilogue's other inputs) for the ragged kernel, or None and why not.
+def _ragged_types(d: Dispatch) -> tuple[tuple[str, str] | None, str]:
+    """(operands' element, the element of the epilogue's other inputs) for
+    the ragged kernel, or None and why not.
     One type throughout (accumulated in it, as the program asks), or f16 or
     bf16 operands accumulated in f32 (hlo/wide_accumulators.py gives every
     bf16 product this form: the convert back is the epilogue's, applied to
@@ -368,7 +367,7 @@ def _ragged_types(d: Dispatch) -> tuple[tuple[str, str, str] | None, str]:
         kinds = "/".join(sorted(others | outputs))
         return None, f"{element} x {element} -> {accumulator} with a {kinds} epilogue"
     (inputs_element,) = others or {element}
-    return (element, accumulator, inputs_element), ""
+    return (element, inputs_element), ""
 
 
 def _pad_shape(d: Dispatch, position: int, t: int, ragged: tuple[bool, ...]):
@@ -469,7 +468,7 @@ def ragged_params(
     if why:
         return None, why
     (c,) = d.contractions
-    (element, accumulator, inputs_element), _ = _ragged_types(d)
+    (element, inputs_element), _ = _ragged_types(d)
     m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
     options = ragged_options(d, target, exact_exists)
     if not options:
@@ -545,7 +544,6 @@ def ragged_params(
             bare=not epilogue,
             root_inputs=len(d.inputs) if epilogue else 1,
             element=element,
-            accumulator=accumulator,
             inputs_element=inputs_element,
             masked_reads=tuple(masked),
             guarded_writes=tuple(d.outputs[0].shape) if m_dynamic or n_dynamic else None,
