@@ -69,8 +69,8 @@ def threads_per_block(ptx_files: list[Path]) -> dict[str, int]:
         for line in ptx.read_text().splitlines():
             if m := _ENTRY_DECL.search(line):
                 current = m.group(1)
-            elif current and (m := _NTID.search(line)):
-                found[current] = math.prod(int(g) for g in m.groups() if g)
+            elif current and (threads := ntid_of(line)) is not None:
+                found[current] = threads
                 current = None
     return found
 
@@ -89,8 +89,8 @@ def entry_text(ptx_files: list[Path], name: str) -> str | None:
 
 
 def ntid_of(entry: str) -> int | None:
-    """Threads per block of one kernel's PTX (entry_text), from its
-    `.maxntid`/`.reqntid`; None without one."""
+    """Threads per block of one kernel's PTX (entry_text, or a line of it),
+    from its `.maxntid`/`.reqntid`; None without one."""
     m = _NTID.search(entry)
     return math.prod(int(g) for g in m.groups() if g) if m else None
 
