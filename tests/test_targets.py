@@ -79,6 +79,8 @@ def test_fields_overridden_after_the_name():
     assert (target.bf16_mma, target.multiprocessors) == (True, 114)
     assert target.name == "cuda-sm90,bf16_mma=true,multiprocessors=114"
     assert load_target("cuda-sm90").bf16_mma is False
+    flags = load_target('cuda-sm90,compile_flags=["--a=1", "--b"],bf16_mma=true')
+    assert flags.compile_flags == ("--a=1", "--b") and flags.bf16_mma is True
     for bad, why in [
         ("cuda-sm90,bf16_mmx=true", "expected FIELD=VALUE"),
         ("cuda-sm90,bf16_mma", "expected FIELD=VALUE"),

@@ -121,28 +121,30 @@ def load_target(name: str) -> Target:
     its fields after commas, each a TOML value (`cuda-sm90,bf16_mma=true`):
     for trying a switch without writing a target file; the overridden name
     is the target's name, so a bundle or report records it."""
-    base, *overrides = name.split(",")
+    base, comma, rest = name.partition(",")
     target = _load_file(base)
-    if not overrides:
+    if not comma:
         return target
-    values = {}
+    # FIELD=VALUE,FIELD=VALUE is a TOML inline table's body: a value may
+    # itself hold commas (compile_flags=["--a", "--b"]).
+    try:
+        given = tomllib.loads(f"v = {{{rest}}}")["v"]
+    except tomllib.TOMLDecodeError as e:
+        raise TilefuseError(
+            f"target overrides '{rest}': not a TOML value; expected FIELD=VALUE pairs ({e})"
+        ) from None
     known = {f.name for f in fields(Target) if f.name != "name"}
-    for item in overrides:
-        key, eq, text = item.partition("=")
-        key = key.strip()
-        if not eq or key not in known:
+    values = {}
+    for key, value in given.items():
+        if key not in known:
             raise TilefuseError(
-                f"target override '{item}': expected FIELD=VALUE with FIELD one of {sorted(known)}"
+                f"target override '{key}': expected FIELD=VALUE with FIELD one of {sorted(known)}"
             )
-        try:
-            value = tomllib.loads(f"v = {text.strip()}")["v"]
-        except tomllib.TOMLDecodeError as e:
-            raise TilefuseError(f"target override '{item}': not a TOML value ({e})") from None
         value = tuple(value) if isinstance(value, list) else value
         current = getattr(target, key)
         if current is not None and type(value) is not type(current):
             raise TilefuseError(
-                f"target override '{item}': {key} is a {type(current).__name__}, "
+                f"target override '{key}': {key} is a {type(current).__name__}, "
                 f"not a {type(value).__name__}"
             )
         values[key] = value
