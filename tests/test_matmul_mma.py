@@ -92,6 +92,27 @@ def test_sm90_assembles_without_spills():
     assert report.registers and report.spill_bytes == 0, report.line()
 
 
+def test_f16_products_accumulate_in_f32_with_large_tiles(tmp_path):
+    """A plain f16 product gets an f32 result and a convert
+    (hlo/wide_accumulators.py): mma.sync accumulates in f32, and the f32
+    tile for the convert still lets 2048^3 keep 128x128 tiles, past the 48
+    KiB a launch gets without opting in (IREE's runtime opts in), on 8 warps
+    of 32x64 (a 64x64 f32 piece is 128 accumulator registers per lane)."""
+    text = f16_program(2048, 2048, 2048, "none")
+    result = tilefuse.compile_program(text, "cuda-sm90", dump_dir=tmp_path)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("matmul_mma", "applied"), report.line()
+    assert "f16 -> f32 with its epilogue" in report.line(), report.line()
+    assert "tile=[128, 128] warp=[32, 64]" in report.line(), report.line()
+    shared = int(re.search(r"shared=(\d+)B", report.line()).group(1))
+    assert shared > 48 * 1024, report.line()
+    assert report.spill_bytes == 0, report.line()
+    (ptx,) = (tmp_path / "binaries").glob("*.ptx")
+    ptx = ptx.read_text()
+    assert re.search(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32", ptx)
+    assert not re.search(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f16", ptx)
+
+
 def test_bf16_takes_the_fma_kernel_with_the_reason():
     """IREE 3.13 reaches no tensor cores for bf16 from a script, and its own
     codegen fails on this dispatch ("failed to distribute"): the FMA matmul
@@ -102,24 +123,32 @@ def test_bf16_takes_the_fma_kernel_with_the_reason():
     assert report.registers and report.spill_bytes == 0, report.line()
 
 
+KIB_48 = 48 * 1024  # what a launch gets without opting in
+SM90 = 232448  # cuda-sm90's shared_memory_bytes (IREE's runtime opts in)
+
+
 @pytest.mark.parametrize(
-    "m,n,k,epilogue,tile",
+    "m,n,k,epilogue,accumulator,limit,tile",
     [
-        (1024, 1024, 1024, False, (128, 128)),  # 48 KiB of operand stages
-        (1024, 1024, 1024, True, (64, 64)),  # + a 64x64 f16 accumulator tile
-        (96, 64, 64, True, (32, 64)),
-        (50, 64, 64, False, None),  # M not a multiple of 16
-        (64, 64, 40, False, None),  # K not a multiple of 32
-        (64, 64, 32, False, None),  # one K step: no loop to pipeline
+        (1024, 1024, 1024, False, "f16", KIB_48, (128, 128)),  # 48 KiB of operand stages
+        (1024, 1024, 1024, True, "f16", KIB_48, (64, 64)),  # + a 64x64 f16 accumulator tile
+        # An f32 accumulator tile (every f16 product: hlo/wide_accumulators.py)
+        # is twice the bytes: 48 KiB of stages + 64 KiB fit only past 48 KiB.
+        (1024, 1024, 1024, True, "f32", KIB_48, (64, 64)),
+        (1024, 1024, 1024, True, "f32", SM90, (128, 128)),
+        (96, 64, 64, True, "f16", KIB_48, (32, 64)),
+        (50, 64, 64, False, "f16", SM90, None),  # M not a multiple of 16
+        (64, 64, 40, False, "f16", SM90, None),  # K not a multiple of 32
+        (64, 64, 32, False, "f16", SM90, None),  # one K step: no loop to pipeline
     ],
 )
-def test_tile_choice(m, n, k, epilogue, tile):
-    cfg = matmul_mma._config(m, n, k, epilogue, b_k_inner=False, accumulator="f16")
+def test_tile_choice(m, n, k, epilogue, accumulator, limit, tile):
+    cfg = matmul_mma._config(m, n, k, epilogue, False, accumulator, limit)
     if tile is None:
         assert cfg is None
         return
     assert (cfg.tm, cfg.tn) == tile
-    assert cfg.shared <= matmul_mma.SHARED_LIMIT
+    assert cfg.shared <= limit
     # Each thread copies whole 16-byte pieces, all threads the same count.
     assert cfg.ra * cfg.threads * 8 == cfg.tm * cfg.kt
     assert cfg.rb * cfg.threads * 8 == cfg.tn * cfg.kt
@@ -128,13 +157,13 @@ def test_tile_choice(m, n, k, epilogue, tile):
 def test_small_products_take_smaller_tiles_to_fill_the_gpu():
     """64x1024 on 132 multiprocessors: 64x64 tiles would leave 116 idle, and
     32x32 (64 workgroups) or 16x32 (128) still some; 16x16 gives 256."""
-    small = matmul_mma._config(64, 1024, 256, True, False, "f16", 1, multiprocessors=132)
+    small = matmul_mma._config(64, 1024, 256, True, False, "f16", SM90, 1, multiprocessors=132)
     assert (small.tm, small.tn) == (16, 16)
     assert (small.wm, small.wn, small.threads) == (16, 8, 64)  # two warps
-    big = matmul_mma._config(4096, 4096, 4096, False, False, "f16", 1, multiprocessors=132)
+    big = matmul_mma._config(4096, 4096, 4096, False, False, "f16", SM90, 1, multiprocessors=132)
     assert (big.tm, big.tn) == (128, 128)
     # A batch of 8 heads counts: 8 x 4 x 4 workgroups of 64x64 fill 108.
-    heads = matmul_mma._config(256, 256, 64, True, False, "f16", 8, multiprocessors=108)
+    heads = matmul_mma._config(256, 256, 64, True, False, "f16", SM90, 8, multiprocessors=108)
     assert (heads.tm, heads.tn) == (64, 64)
 
 

@@ -1,14 +1,16 @@
-"""bf16 products accumulate in f32, as XLA's do (hlo/wide_accumulators.py).
+"""f16 and bf16 products accumulate in f32, as XLA's do (hlo/wide_accumulators.py).
 
-IR checks of the rewrite (bf16 widened, in a while body too; f16 and f32
-left), then numerics on lavapipe: a bf16 product with K = 4096 against
-float64 numpy, within 2 bf16 ulps of the largest output (one rounding of
-an f32 sum; accumulated in bf16 it was off by far more on an H200), with
-the matmul on a tilefuse kernel.
+IR checks of the rewrite (bf16 and f16 widened, in a while body too; f32
+left), then numerics on lavapipe: a bf16 and an f16 product with K = 4096
+against float64 numpy, within 2 ulps of the type of the largest output (one
+rounding of an f32 sum; accumulated in bf16 it was off by far more on an
+H200, and in f16 by more than 2 f16 ulps here), with the matmul on a
+tilefuse kernel.
 """
 
 import ml_dtypes
 import numpy as np
+import pytest
 import tilefuse
 from iree.compiler import ir
 from support import filecheck
@@ -53,24 +55,24 @@ def _rewrite(text: str) -> tuple[str, list[str]]:
     return str(module), log
 
 
-def test_bf16_products_get_an_f32_result_and_a_convert(tmp_path):
-    text, log = _rewrite(DOT.format(t="bf16"))
-    assert log == ["1 bf16 contractions accumulate in f32 (XLA's precision)"]
+@pytest.mark.parametrize("t", ["bf16", "f16"])
+def test_narrow_products_get_an_f32_result_and_a_convert(t, tmp_path):
+    text, log = _rewrite(DOT.format(t=t))
+    assert log == ["1 f16/bf16 contractions accumulate in f32 (XLA's precision)"]
     filecheck(
         text,
-        """
-CHECK: %[[P:.*]] = stablehlo.dot_general {{.*}} -> tensor<8x16xf32>
-CHECK: %[[C:.*]] = stablehlo.convert %[[P]] : (tensor<8x16xf32>) -> tensor<8x16xbf16>
-CHECK: stablehlo.tanh %[[C]] : tensor<8x16xbf16>
+        f"""
+CHECK: %[[P:.*]] = stablehlo.dot_general {{{{.*}}}} -> tensor<8x16xf32>
+CHECK: %[[C:.*]] = stablehlo.convert %[[P]] : (tensor<8x16xf32>) -> tensor<8x16x{t}>
+CHECK: stablehlo.tanh %[[C]] : tensor<8x16x{t}>
 """,
         tmp_path,
     )
 
 
-def test_f16_and_f32_products_and_scan_bodies(tmp_path):
-    for t in ("f16", "f32"):
-        text, log = _rewrite(DOT.format(t=t))
-        assert log == [] and "convert" not in text, text
+def test_f32_products_left_and_scan_bodies(tmp_path):
+    text, log = _rewrite(DOT.format(t="f32"))
+    assert log == [] and "convert" not in text, text
     text, log = _rewrite(SCAN)
     assert len(log) == 1, log
     filecheck(
@@ -85,18 +87,25 @@ CHECK: stablehlo.return %{{.*}}, %[[C]]
     )
 
 
-def test_long_bf16_sums_are_rounded_once_on_lavapipe():
+# Mantissa bits of each narrow type: 2 ulps of the largest output bound one
+# rounding of an f32 sum.
+MANTISSA = {"bf16": (ml_dtypes.bfloat16, 8), "f16": (np.float16, 11)}
+
+
+@pytest.mark.parametrize("t", ["bf16", "f16"])
+def test_long_narrow_sums_are_rounded_once_on_lavapipe(t):
     m, k, n = 32, 4096, 64
-    text = DOT.format(t="bf16").replace("8x64", f"{m}x{k}").replace("64x16", f"{k}x{n}")
+    dtype, bits = MANTISSA[t]
+    text = DOT.format(t=t).replace("8x64", f"{m}x{k}").replace("64x16", f"{k}x{n}")
     text = text.replace("8x16", f"{m}x{n}").replace("tanh", "abs")
     result = tilefuse.compile_program(text, "vulkan")
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
     (report,) = module.reports
     assert report.strategy == "matmul" and report.status == "applied", report.line()
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
     want = np.abs(a.astype(np.float64) @ b.astype(np.float64))
     got = module.main(a, b).astype(np.float64)
     scale = np.max(want)
-    assert np.max(np.abs(got - want)) <= 2 * 2**-8 * scale, (np.max(np.abs(got - want)), scale)
+    assert np.max(np.abs(got - want)) <= 2 * 2**-bits * scale, (np.max(np.abs(got - want)), scale)

@@ -45,6 +45,8 @@
 //                      (TM/re) * (TN/ce) <= the thread count; one row
 //                      (re = 1) wherever a row holds whole pieces
 //                      (matmul_mma.epilogue_piece says why)
+//   epilogue_step      [1, 8]: a thread walks its epilogue piece 8
+//                      elements (one row) at a time
 //   fill_tile          [rf, cf]: a thread's piece of the accumulator's
 //                      zero fill, as epilogue_tile
 //   pipeline_depth,    stages of cp.async in flight, and the buffers per
@@ -55,7 +57,7 @@
 //                      (warp x along threadIdx.x / 32, warp y along
 //                      threadIdx.y), subgroup size 32
 // (A batch loop adds a leading 1 to workgroup_tile, a leading 0 to k_tile,
-// warp_tile, copy_a_tile, copy_b_tile, epilogue_tile and fill_tile, and
+// warp_tile, copy_a_tile, copy_b_tile, epilogue_tile, epilogue_step and fill_tile, and
 // #gpu.block<z> in front of the workgroup mapping.)
 // Shared memory: depth * (TM*KT + KT*TN) * 2 bytes for the operand stages,
 // plus TM*TN * sizeof(accumulator) for the C tile whenever there is an
@@ -140,6 +142,12 @@ module attributes {transform.with_named_sequence} {
         tile_sizes [16, 8] (mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>])
         {tilefuse.param = "epilogue_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // A loop over the piece, 8 elements at a time: a whole piece at once
+    // (64 f32 values of an 8-warp 128x128 tile) kept a GELU epilogue's
+    // temporaries for all of them live, 255 registers.
+    %s_epilogue, %rows, %columns = transform.structured.tile_using_for %t_epilogue
+        tile_sizes [1, 8] {tilefuse.param = "epilogue_step"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
     transform.yield
   }
 

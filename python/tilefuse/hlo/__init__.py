@@ -4,7 +4,7 @@
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
-    wide_accumulators.py bf16 contractions accumulating in f32, as XLA's do
+    wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
     dot_layouts.py operand transposes of a dot_general moved into their producers
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)

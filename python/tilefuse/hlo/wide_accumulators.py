@@ -1,4 +1,4 @@
-"""bf16 contractions accumulate in f32, as XLA's do.
+"""f16 and bf16 contractions accumulate in f32, as XLA's do.
 
 A JAX matmul of bf16 (or f16) arrays is a dot_general whose result type is
 bf16. StableHLO leaves the accumulation's precision to the implementation:
@@ -7,17 +7,16 @@ dot_general to a linalg contraction that accumulates in its result type.
 Summing K products in bf16 (8 bits of mantissa) drifts with K: on an H200,
 a 4096x4096x11008 bf16 product accumulated in bf16 was off JAX's by 58 (the
 outputs are about 300 in size), and 8192^3 by 129 (docs/gpu-results.md).
-Users judge the output against JAX's, so every bf16 dot_general here gets
-an f32 result followed by a convert to its declared type: the contraction
-strategies take the convert as part of their epilogue, which they apply in
-registers before the one store, so no extra memory traffic.
-
-f16 products are left as the program states them, accumulating in f16
-(10 bits of mantissa: 8192^3 stayed within JAX's tolerance on the H200).
-Widening them is a change of the tensor-core kernel's tiles, not of its
-correctness (an f32 accumulator tile is twice the shared memory, so large
-products would go from 128x128 to 64x64 tiles), and waits for a GPU run
-that times it.
+f16 (10 bits) drifts the same way, four times slower: an f16 sum of K = 4096
+products is off the f32 one by several f16 ulps of the output
+(tests/test_wide_accumulators.py). Users judge the output against JAX's, so
+every f16 and bf16 dot_general here gets an f32 result followed by a convert
+to its declared type: the contraction strategies take the convert as part
+of their epilogue, which they apply before the one store, so no extra
+memory traffic. (On the tensor-core kernel the f32 accumulator tile goes
+through workgroup memory, twice the bytes of an f16 one: matmul_mma.py lets
+the tiles use the target's whole workgroup memory, which IREE's runtime
+opts in to, so large products keep their 128x128 tiles.)
 """
 
 from iree.compiler import ir
@@ -26,7 +25,7 @@ from ..irutil import walk
 from .ops import element_type, try_cast
 
 CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
-NARROW = ("bf16",)
+NARROW = ("bf16", "f16")
 
 
 def _widen(op: ir.Operation) -> None:
@@ -42,7 +41,7 @@ def _widen(op: ir.Operation) -> None:
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:
-    """Give every bf16-result contraction of `func` an f32 result and a
+    """Give every f16- or bf16-result contraction of `func` an f32 result and a
     convert back; one log line if any changed."""
     widened = 0
     # Nested regions too: a JAX scan over layers is a stablehlo.while whose
@@ -56,7 +55,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             widened += 1
     if not widened:
         return []
-    return [f"{widened} bf16 contractions accumulate in f32 (XLA's precision)"]
+    return [f"{widened} f16/bf16 contractions accumulate in f32 (XLA's precision)"]
 
 
 def rewrite_module(module: ir.Module) -> int:

@@ -150,7 +150,8 @@ def _check(d: Dispatch, target: Target) -> str | None:
     if types == {"f16"} and target.backend == "cuda":
         # The tensor-core kernel's where it applies; where it does not (no
         # 16-wide tile: decode shapes, M < 16, vector-matrix products) f16
-        # FMAs, accumulated in f16 as the program asks and IREE's kernel does.
+        # FMAs, accumulated in the result type (f32 for every f16 product
+        # after hlo/wide_accumulators.py).
         from . import matmul_mma  # it reads this module's structure checks
 
         params, _ = matmul_mma.plan(d, target)

@@ -9,21 +9,21 @@ epilogue reads the accumulator tile from workgroup memory (nvgpu's mma.sync
 fragments take no elementwise ops), spread over all threads.
 
 Takes, on CUDA (sm_80 and later):
-- f16 operands, the contraction accumulating in f16 (JAX's f16 dot_general)
-  or f32 (a dot_general with an f32 result); bf16 is refused: IREE 3.13's
-  mma.sync conversion fails on bf16 reads from workgroup memory
-  (matmul_mma_bf16.py reaches bf16 tensor cores through IREE's pipeline);
+- f16 operands, the contraction accumulating in f32 (every f16 product after
+  hlo/wide_accumulators.py, its convert back to f16 part of the epilogue) or
+  in f16; bf16 is refused: IREE 3.13's mma.sync conversion fails on bf16
+  reads from workgroup memory (matmul_mma_bf16.py reaches bf16 tensor cores
+  through IREE's pipeline);
 - A as [M, K], B as [K, N] or [N, K] (attention's q k^T), at most one batch
   loop (one batch element per workgroup), an elementwise epilogue or none;
-- tiles that divide M, N and K (K in steps of 32, at least two), and at most
-  SHARED_LIMIT bytes of workgroup memory; the largest such tile whose grid
-  still has a workgroup per multiprocessor of the target's GPU (fewer, and
-  some multiprocessors idle: a wave left part empty), else the one with
-  the most workgroups; 2 x 2 warps where the tile allows, else fewer.
-Its numerics have not been checked on a GPU (none was available); the
-schedule's tiling, staging, distribution and epilogue were checked on
-lavapipe with the tensor-core steps replaced by a plain contraction
-(docs/findings.md, 'The tensor-core matmul script').
+- tiles that divide M, N and K (K in steps of 32, at least two) within the
+  target's workgroup memory (`shared_memory_bytes`): the largest such tile
+  whose grid still has a workgroup per multiprocessor of the target's GPU
+  (fewer, and some multiprocessors idle: a wave left part empty), else the
+  one with the most workgroups; 2 x 2 warps where the tile allows, else
+  fewer, else 8 (an f32 accumulator piece of 64 x 64 is too many registers).
+The f16 kernels' numerics matched XLA's on an H200 (docs/gpu-results.md,
+accumulating in f16 then); f32 accumulation with 8 warps has not run on a GPU.
 """
 
 from dataclasses import dataclass
@@ -50,15 +50,21 @@ WORKGROUP_TILES = (
     (16, 32),
     (16, 16),
 )
-MAX_WARP_TILE = 64  # 64x64 f32 accumulators: 128 registers per thread
+MAX_WARP_TILE = 64
+# Registers per lane a warp's accumulator piece may take: 64 x 64 in f16,
+# 64 x 32 in f32.
+ACCUMULATOR_REGISTERS = 64
 # A multiple of mma.sync's k16. 16 was tried: the pipeliner left such
 # loops unpipelined (the kernel check refused them), so 32 only.
 K_TILES = (32,)
 COPY_WIDTH = 8  # f16 elements per cp.async (16 bytes)
 PIPELINE_DEPTH = 3  # the pipeliner leaves depth 2 unpipelined, silently
-# IREE's CUDA kernels take workgroup memory dynamically; more than 48 KiB
-# needs the launch to opt in, which was not verified for IREE's runtime.
-SHARED_LIMIT = 48 * 1024
+# IREE's CUDA kernels take workgroup memory dynamically. More than 48 KiB
+# needs the launch to opt in, which IREE's runtime does for every kernel
+# (runtime/src/iree/hal/drivers/cuda/native_executable.c: cuFuncSetAttribute
+# MAX_DYNAMIC_SHARED_SIZE_BYTES to the kernel's size, refused above the
+# device's MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), so the limit is the target's
+# `shared_memory_bytes` (227 KiB sm_90, 163 KiB sm_80).
 ACCUMULATOR_BYTES = {"f16": 2, "f32": 4}
 
 
@@ -102,15 +108,21 @@ def _check(d: Dispatch, target: Target) -> str | None:
     return None
 
 
-def _warps(tm: int, tn: int) -> list[tuple[int, int]]:
-    """(WM, WN) candidates, most warps first (2 x 2, 2 x 1, 1 x 2, one warp
-    for small tiles), each warp's piece a whole number of m16n8 tiles and at
-    most MAX_WARP_TILE a side."""
+def _warps(tm: int, tn: int, accumulator: str) -> list[tuple[int, int]]:
+    """(WM, WN) candidates, most warps first up to 2 x 2 (2 x 2, 2 x 1,
+    1 x 2, one warp for small tiles), then 2 x 4 and 4 x 2; each warp's
+    piece a whole number of m16n8 tiles, at most MAX_WARP_TILE a side and
+    at most ACCUMULATOR_REGISTERS of accumulators per lane. (A 64 x 64 f32
+    piece is 128 registers per lane: with a GELU epilogue ptxas spilled,
+    and 8 warps of 64 x 32 take a 128 x 128 tile instead.)"""
     found = []
-    for wy, wx in ((2, 2), (2, 1), (1, 2), (1, 1)):
+    for wy, wx in ((2, 2), (2, 1), (1, 2), (1, 1), (4, 2), (2, 4)):
         wm, wn = tm // wy, tn // wx
-        if wm % 16 == 0 and wn % 8 == 0 and wm <= MAX_WARP_TILE and wn <= MAX_WARP_TILE:
-            found.append((wm, wn))
+        if wm % 16 or wn % 8 or wm > MAX_WARP_TILE or wn > MAX_WARP_TILE:
+            continue
+        if wm * wn * ACCUMULATOR_BYTES[accumulator] // 4 // 32 > ACCUMULATOR_REGISTERS:
+            continue
+        found.append((wm, wn))
     return found
 
 
@@ -145,13 +157,14 @@ def _config(
     epilogue: bool,
     b_k_inner: bool,
     accumulator: str,
+    shared_limit: int,
     batch: int = 1,
     multiprocessors: int = 0,
 ) -> TileConfig | None:
     """The largest tile configuration that fits and still gives every
     multiprocessor a workgroup; when none does (a small product), the one
     with the most workgroups. None when nothing fits."""
-    fitting = list(_configs(m, n, k, epilogue, b_k_inner, accumulator))
+    fitting = list(_configs(m, n, k, epilogue, b_k_inner, accumulator, shared_limit))
     return filling_tile(fitting, m, n, batch, multiprocessors)
 
 
@@ -167,7 +180,9 @@ def filling_tile(fitting: list, m: int, n: int, batch: int, multiprocessors: int
     return max(fitting, key=lambda c: (m // c.tm) * (n // c.tn))
 
 
-def _configs(m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulator: str):
+def _configs(
+    m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulator: str, shared_limit: int
+):
     """Every tile configuration that fits, largest tiles first."""
     for kt in K_TILES:
         # One K step is no loop at all: nothing to pipeline.
@@ -179,9 +194,9 @@ def _configs(m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulato
             shared = PIPELINE_DEPTH * (tm * kt + kt * tn) * 2
             if epilogue:
                 shared += tm * tn * ACCUMULATOR_BYTES[accumulator]
-            if shared > SHARED_LIMIT:
+            if shared > shared_limit:
                 continue
-            for wm, wn in _warps(tm, tn):
+            for wm, wn in _warps(tm, tn, accumulator):
                 threads = 32 * (tm // wm) * (tn // wn)
                 ra = _pieces(tm, kt, threads)
                 rb = _pieces(tn, kt, threads) if b_k_inner else _pieces(kt, tn, threads)
@@ -226,11 +241,16 @@ def candidates(d: Dispatch, target: Target) -> list[MatmulMmaParams]:
     epilogue = d.root_op != c.op
     accumulator = c.result.element_type
     batch = c.batch[0] if c.batch else 1
-    first = _config(m, n, k, epilogue, c.rhs_k_inner, accumulator, batch, target.multiprocessors)
+    limit = target.shared_memory_bytes
+    first = _config(
+        m, n, k, epilogue, c.rhs_k_inner, accumulator, limit, batch, target.multiprocessors
+    )
     if first is None:
         return []
     others = [
-        cfg for cfg in _configs(m, n, k, epilogue, c.rhs_k_inner, accumulator) if cfg != first
+        cfg
+        for cfg in _configs(m, n, k, epilogue, c.rhs_k_inner, accumulator, limit)
+        if cfg != first
     ]
     return [p for p in (_params(d, target, cfg) for cfg in [first, *others]) if p is not None]
 
@@ -249,7 +269,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
     if not options:
         return None, (
             f"no tile configuration divides {m}x{n}x{k} (M, N by 16-128, K by 32 "
-            f"in at least two steps, {SHARED_LIMIT // 1024} KiB of workgroup memory)"
+            f"in at least two steps, {target.shared_memory_bytes // 1024} KiB of workgroup memory)"
         )
     params, note = tuning.pick(options, choice_of, target, "matmul_mma", contraction_signature(d))
     batch = f"{c.batch[0]} x " if c.batch else ""
@@ -305,6 +325,7 @@ def attributes(p: MatmulMmaParams, ctx: ir.Context) -> dict:
         "copy_a_tile": (*below, p.copy_a_rows, COPY_WIDTH),
         "copy_b_tile": (*below, p.copy_b_rows, COPY_WIDTH),
         "epilogue_tile": (*below, *epilogue_piece(p)),
+        "epilogue_step": (*below, 1, COPY_WIDTH),
         "fill_tile": (*below, p.epilogue_rows, COPY_WIDTH),
     }
     values = {tag: {"static_tile_sizes": attrs.i64_array(v, ctx)} for tag, v in sizes.items()}
