@@ -113,6 +113,37 @@ def test_f16_products_accumulate_in_f32_with_large_tiles(tmp_path):
     assert not re.search(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f16", ptx)
 
 
+TF32_FORMS = {
+    "f32 bare": f16_program(128, 64, 128, "none", result="f32").replace("f16", "f32"),
+    "f32 bias + relu": f16_program(256, 256, 256).replace("f16", "f32"),
+    "B as [N, K], residual + tanh": FORMS["B as [N, K], residual + tanh"].replace("f16", "f32"),
+    "batched, exp": BATCHED.replace("f16", "f32"),
+}
+
+
+def test_f32_is_on_tensor_cores_only_where_the_target_opts_in_to_tf32():
+    (report,) = tilefuse.compile_program(TF32_FORMS["f32 bias + relu"], "cuda").reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert "not on tensor cores: matmul_mma: f32 operands" in report.line(), report.line()
+    assert "target field tf32, off on cuda" in report.line(), report.line()
+
+
+@pytest.mark.parametrize("target", ["cuda,tf32=true", "cuda-sm90,tf32=true"])
+@pytest.mark.parametrize("form", list(TF32_FORMS))
+def test_tf32_kernel_builds(form, target, tmp_path):
+    """mma.sync m16n8k8 on tf32, A through ldmatrix (a 32-bit element is a
+    pair of the b16 ldmatrix moves), pipelined cp.async, 0 spills."""
+    result = tilefuse.compile_program(TF32_FORMS[form], target, dump_dir=tmp_path)
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("matmul_mma", "applied"), report.line()
+    assert "f32 as TF32 -> f32" in report.line() and "m16n8k8" in report.line(), report.line()
+    assert report.registers and report.spill_bytes == 0, report.line()
+    (ptx,) = (tmp_path / "binaries").glob("*.ptx")
+    ptx = ptx.read_text()
+    assert re.search(r"mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32", ptx)
+    assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
+
+
 def test_bf16_takes_the_fma_kernel_with_the_reason():
     """IREE 3.13 reaches no tensor cores for bf16 from a script, and its own
     codegen fails on this dispatch ("failed to distribute"): the FMA matmul
@@ -143,7 +174,8 @@ SM90 = 232448  # cuda-sm90's shared_memory_bytes (IREE's runtime opts in)
     ],
 )
 def test_tile_choice(m, n, k, epilogue, accumulator, limit, tile):
-    cfg = matmul_mma._config(m, n, k, epilogue, False, accumulator, limit)
+    product = matmul_mma.Product(m, n, k, epilogue, False, accumulator)
+    cfg = matmul_mma._config(product, limit)
     if tile is None:
         assert cfg is None
         return
@@ -154,16 +186,29 @@ def test_tile_choice(m, n, k, epilogue, accumulator, limit, tile):
     assert cfg.rb * cfg.threads * 8 == cfg.tn * cfg.kt
 
 
+def test_tf32_tiles_copy_four_elements_per_cp_async():
+    """f32 operands: a 16-byte cp.async holds 4 elements, and the stages
+    are twice the bytes: 128x128x32 x 3 stages is 96 KiB, + a 64 KiB f32
+    accumulator tile with an epilogue."""
+    product = matmul_mma.Product(4096, 4096, 4096, True, False, "f32", operand="f32")
+    cfg = matmul_mma._config(product, SM90, 132)
+    assert (cfg.tm, cfg.tn, cfg.threads) == (128, 128, 256)
+    assert cfg.shared == 3 * (128 * 32 * 2) * 4 + 128 * 128 * 4
+    assert cfg.ra * cfg.threads * 4 == cfg.tm * cfg.kt
+    assert cfg.rb * cfg.threads * 4 == cfg.tn * cfg.kt
+
+
 def test_small_products_take_smaller_tiles_to_fill_the_gpu():
     """64x1024 on 132 multiprocessors: 64x64 tiles would leave 116 idle, and
     32x32 (64 workgroups) or 16x32 (128) still some; 16x16 gives 256."""
-    small = matmul_mma._config(64, 1024, 256, True, False, "f16", SM90, 1, multiprocessors=132)
+    small = matmul_mma._config(matmul_mma.Product(64, 1024, 256, True, False, "f16"), SM90, 132)
     assert (small.tm, small.tn) == (16, 16)
     assert (small.wm, small.wn, small.threads) == (16, 8, 64)  # two warps
-    big = matmul_mma._config(4096, 4096, 4096, False, False, "f16", SM90, 1, multiprocessors=132)
+    big = matmul_mma._config(matmul_mma.Product(4096, 4096, 4096, False, False, "f16"), SM90, 132)
     assert (big.tm, big.tn) == (128, 128)
     # A batch of 8 heads counts: 8 x 4 x 4 workgroups of 64x64 fill 108.
-    heads = matmul_mma._config(256, 256, 64, True, False, "f16", SM90, 8, multiprocessors=108)
+    heads_product = matmul_mma.Product(256, 256, 64, True, False, "f16", batch=8)
+    heads = matmul_mma._config(heads_product, SM90, 108)
     assert (heads.tm, heads.tn) == (64, 64)
 
 

@@ -87,6 +87,10 @@ class Target:
     # that kernel's numerics have not run on a GPU. Off, the FMA matmul
     # kernel takes them (`explain` says so).
     bf16_mma: bool = False
+    # f32 x f32 -> f32 contractions on tensor cores as TF32 (operands
+    # rounded to 10 bits of mantissa, as XLA's default precision on
+    # Ampere and later does); off by default: the program asked for f32.
+    tf32: bool = False
 
     @property
     def is_gpu(self) -> bool:

@@ -129,6 +129,14 @@ def _check(d: Dispatch, target: Target) -> str | None:
         # gives JAX's narrow matmuls this form): the operands widen as they
         # are read, the multiply-adds are f32 FMAs; as for narrow results.
         types = operands
+    if types == {"f32"} and target.backend == "cuda" and target.tf32:
+        # Opted in to TF32: the tensor-core kernel's where it applies.
+        from . import matmul_mma  # it reads this module's structure checks
+
+        params, _ = matmul_mma.plan(d, target)
+        return (
+            "f32 as TF32 on CUDA: the tensor-core kernel takes it (matmul_mma)" if params else None
+        )
     if types == {"f32"} or (types <= {"f16", "bf16"} and target.backend == "spirv"):
         return None
     if {c.lhs.element_type, c.rhs.element_type} == {"i8"} and c.result.element_type == "i32":
@@ -624,18 +632,22 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
         f"{batch}{m}x{k} @ {k}x{n} {element}{epilogue}, {tm}x{tn} outputs "
         f"per thread in registers{ragged}, K step {params.k_step}, "
         f"{'vector multiply-adds' if element.startswith('i') else 'vector FMAs'}{note}"
-        f"{_bf16_tensor_cores_note(d, target)}"
+        f"{_tensor_cores_note(d, target)}"
     )
 
 
-def _bf16_tensor_cores_note(d: Dispatch, target: Target) -> str:
-    """Why a bf16 contraction on CUDA is not on tensor cores (the
-    matmul_mma_bf16 refusal), for explain; "" otherwise."""
+def _tensor_cores_note(d: Dispatch, target: Target) -> str:
+    """Why a bf16 or f32 contraction on CUDA is not on tensor cores (the
+    refusal of matmul_mma_bf16, or of matmul_mma for f32), for explain; ""
+    otherwise."""
     (c,) = d.contractions
-    if target.backend != "cuda" or c.lhs.element_type != "bf16":
+    if target.backend != "cuda" or c.lhs.element_type not in ("bf16", "f32"):
         return ""
-    from . import matmul_mma_bf16
+    from . import matmul_mma, matmul_mma_bf16
 
+    if c.lhs.element_type == "f32":
+        _, why = matmul_mma.plan(d, target)
+        return f"; not on tensor cores: matmul_mma: {why}"
     _, why = matmul_mma_bf16.plan(d, target)
     return f"; not on tensor cores: matmul_mma_bf16: {why}"
 

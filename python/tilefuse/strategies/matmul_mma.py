@@ -57,7 +57,9 @@ ACCUMULATOR_REGISTERS = 64
 # A multiple of mma.sync's k16. 16 was tried: the pipeliner left such
 # loops unpipelined (the kernel check refused them), so 32 only.
 K_TILES = (32,)
-COPY_WIDTH = 8  # f16 elements per cp.async (16 bytes)
+COPY_BYTES = 16  # one cp.async: 8 f16 or 4 f32 (TF32) operand elements
+EPILOGUE_WIDTH = 8  # elements of a thread's epilogue (and fill) piece per row
+OPERAND_BYTES = {"f16": 2, "f32": 4}
 PIPELINE_DEPTH = 3  # the pipeliner leaves depth 2 unpipelined, silently
 # IREE's CUDA kernels take workgroup memory dynamically. More than 48 KiB
 # needs the launch to opt in, which IREE's runtime does for every kernel
@@ -75,7 +77,8 @@ class MatmulMmaParams:
     workgroup_tile: tuple[int, int]  # (TM, TN)
     warp_tile: tuple[int, int]  # (WM, WN)
     k_tile: int
-    copy_a_rows: int  # rows of a thread's [rows, 8] piece of A's TM x KT slice
+    copy_width: int  # operand elements per cp.async (8 f16, 4 f32)
+    copy_a_rows: int  # rows of a thread's [rows, copy_width] piece of A's TM x KT slice
     copy_b_rows: int  # the same for B's slice (KT x TN, or TN x KT transposed)
     epilogue_rows: int  # rows of a thread's [rows, 8] piece of the epilogue and fill
     depth: int
@@ -91,14 +94,22 @@ def _check(d: Dispatch, target: Target) -> str | None:
     if why:
         return why
     (c,) = d.contractions
-    if {c.lhs.element_type, c.rhs.element_type} != {"f16"}:
-        types = "/".join(sorted({c.lhs.element_type, c.rhs.element_type}))
+    operands = {c.lhs.element_type, c.rhs.element_type}
+    if operands == {"f32"} and not target.tf32:
+        return (
+            f"f32 operands: TF32 tensor cores keep 10 bits of their mantissa, "
+            f"opt-in only (target field tf32, off on {target.name})"
+        )
+    if operands == {"f32"} and c.result.element_type != "f32":
+        return f"f32 operands with a {c.result.element_type} result"
+    if operands not in ({"f16"}, {"f32"}):
+        types = "/".join(sorted(operands))
         if "bf16" in types:
             return (
                 "bf16 operands: IREE 3.13's mma.sync conversion fails on them "
                 "(matmul_mma_bf16 configures IREE's pipeline for them instead)"
             )
-        return f"{types} operands (f16 only)"
+        return f"{types} operands (f16, or f32 as TF32 where the target opts in)"
     if c.result.element_type not in ACCUMULATOR_BYTES:
         return f"a {c.result.element_type} accumulator (f16 or f32)"
     if not c.m:
@@ -126,14 +137,46 @@ def _warps(tm: int, tn: int, accumulator: str) -> list[tuple[int, int]]:
     return found
 
 
-def _pieces(rows: int, cols: int, threads: int) -> int | None:
-    """Rows of a thread's [r, 8] piece when a rows x cols slice is split
+def _pieces(rows: int, cols: int, threads: int, width: int) -> int | None:
+    """Rows of a thread's [r, width] piece when a rows x cols slice is split
     into exactly `threads` pieces, or None."""
-    pieces = rows * cols // COPY_WIDTH
-    if cols % COPY_WIDTH or pieces % threads:
+    pieces = rows * cols // width
+    if cols % width or pieces % threads:
         return None
     r = pieces // threads
     return r if r >= 1 and rows % r == 0 else None
+
+
+@dataclass(frozen=True)
+class Product:
+    """What the tile chooser reads of a dispatch's contraction."""
+
+    m: int
+    n: int
+    k: int
+    epilogue: bool
+    b_k_inner: bool  # B stored as [N, K]
+    accumulator: str  # "f16" or "f32"
+    operand: str = "f16"  # "f16", or "f32" multiplied as TF32
+    batch: int = 1
+
+    @property
+    def copy_width(self) -> int:
+        return COPY_BYTES // OPERAND_BYTES[self.operand]
+
+
+def product_of(d: Dispatch) -> Product:
+    (c,) = d.contractions
+    return Product(
+        c.m[0],
+        c.n[0],
+        c.k[0],
+        epilogue=d.root_op != c.op,
+        b_k_inner=c.rhs_k_inner,
+        accumulator=c.result.element_type,
+        operand=c.lhs.element_type,
+        batch=c.batch[0] if c.batch else 1,
+    )
 
 
 @dataclass(frozen=True)
@@ -144,28 +187,18 @@ class TileConfig:
     wn: int
     kt: int
     threads: int
-    ra: int  # rows of a thread's [ra, 8] piece of A's slice
+    ra: int  # rows of a thread's [ra, copy_width] piece of A's slice
     rb: int  # the same for B
     re: int  # the same for the epilogue and the fill
     shared: int  # bytes of workgroup memory
 
 
-def _config(
-    m: int,
-    n: int,
-    k: int,
-    epilogue: bool,
-    b_k_inner: bool,
-    accumulator: str,
-    shared_limit: int,
-    batch: int = 1,
-    multiprocessors: int = 0,
-) -> TileConfig | None:
+def _config(p: Product, shared_limit: int, multiprocessors: int = 0) -> TileConfig | None:
     """The largest tile configuration that fits and still gives every
     multiprocessor a workgroup; when none does (a small product), the one
     with the most workgroups. None when nothing fits."""
-    fitting = list(_configs(m, n, k, epilogue, b_k_inner, accumulator, shared_limit))
-    return filling_tile(fitting, m, n, batch, multiprocessors)
+    fitting = list(_configs(p, shared_limit))
+    return filling_tile(fitting, p.m, p.n, p.batch, multiprocessors)
 
 
 def filling_tile(fitting: list, m: int, n: int, batch: int, multiprocessors: int):
@@ -180,30 +213,29 @@ def filling_tile(fitting: list, m: int, n: int, batch: int, multiprocessors: int
     return max(fitting, key=lambda c: (m // c.tm) * (n // c.tn))
 
 
-def _configs(
-    m: int, n: int, k: int, epilogue: bool, b_k_inner: bool, accumulator: str, shared_limit: int
-):
+def _configs(p: Product, shared_limit: int):
     """Every tile configuration that fits, largest tiles first."""
+    cw = p.copy_width
     for kt in K_TILES:
         # One K step is no loop at all: nothing to pipeline.
-        if k % kt or k // kt < 2:
+        if p.k % kt or p.k // kt < 2:
             continue
         for tm, tn in WORKGROUP_TILES:
-            if m % tm or n % tn:
+            if p.m % tm or p.n % tn:
                 continue
-            shared = PIPELINE_DEPTH * (tm * kt + kt * tn) * 2
-            if epilogue:
-                shared += tm * tn * ACCUMULATOR_BYTES[accumulator]
+            shared = PIPELINE_DEPTH * (tm * kt + kt * tn) * OPERAND_BYTES[p.operand]
+            if p.epilogue:
+                shared += tm * tn * ACCUMULATOR_BYTES[p.accumulator]
             if shared > shared_limit:
                 continue
-            for wm, wn in _warps(tm, tn, accumulator):
+            for wm, wn in _warps(tm, tn, p.accumulator):
                 threads = 32 * (tm // wm) * (tn // wn)
-                ra = _pieces(tm, kt, threads)
-                rb = _pieces(tn, kt, threads) if b_k_inner else _pieces(kt, tn, threads)
-                re = max(1, tm * tn // COPY_WIDTH // threads)
+                ra = _pieces(tm, kt, threads, cw)
+                rb = _pieces(tn, kt, threads, cw) if p.b_k_inner else _pieces(kt, tn, threads, cw)
+                re = max(1, tm * tn // EPILOGUE_WIDTH // threads)
                 if ra is None or rb is None or tm % re:
                     continue
-                if (tm // re) * (tn // COPY_WIDTH) > threads:
+                if (tm // re) * (tn // EPILOGUE_WIDTH) > threads:
                     continue
                 yield TileConfig(tm, tn, wm, wn, kt, threads, ra, rb, re, shared)
                 break  # the most warps that fit this tile
@@ -221,6 +253,7 @@ def _params(d: Dispatch, target: Target, cfg: TileConfig) -> MatmulMmaParams | N
         workgroup_tile=(cfg.tm, cfg.tn),
         warp_tile=(cfg.wm, cfg.wn),
         k_tile=cfg.kt,
+        copy_width=COPY_BYTES // OPERAND_BYTES[d.contractions[0].lhs.element_type],
         copy_a_rows=cfg.ra,
         copy_b_rows=cfg.rb,
         epilogue_rows=cfg.re,
@@ -236,22 +269,12 @@ def candidates(d: Dispatch, target: Target) -> list[MatmulMmaParams]:
     first (what `tilefuse tune` times); [] when the kernel refuses it."""
     if _check(d, target):
         return []
-    (c,) = d.contractions
-    m, n, k = c.m[0], c.n[0], c.k[0]
-    epilogue = d.root_op != c.op
-    accumulator = c.result.element_type
-    batch = c.batch[0] if c.batch else 1
+    product = product_of(d)
     limit = target.shared_memory_bytes
-    first = _config(
-        m, n, k, epilogue, c.rhs_k_inner, accumulator, limit, batch, target.multiprocessors
-    )
+    first = _config(product, limit, target.multiprocessors)
     if first is None:
         return []
-    others = [
-        cfg
-        for cfg in _configs(m, n, k, epilogue, c.rhs_k_inner, accumulator, limit)
-        if cfg != first
-    ]
+    others = [cfg for cfg in _configs(product, limit) if cfg != first]
     return [p for p in (_params(d, target, cfg) for cfg in [first, *others]) if p is not None]
 
 
@@ -274,9 +297,12 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
     params, note = tuning.pick(options, choice_of, target, "matmul_mma", contraction_signature(d))
     batch = f"{c.batch[0]} x " if c.batch else ""
     epilogue = " with its epilogue" if params.epilogue else ""
+    operands, shape = (
+        ("f32 as TF32", "m16n8k8") if c.lhs.element_type == "f32" else ("f16", "m16n8k16")
+    )
     return params, (
-        f"{batch}{m}x{k} @ {k}x{n} f16 -> {c.result.element_type}{epilogue}: mma.sync "
-        f"m16n8k16, {PIPELINE_DEPTH}-stage cp.async, ldmatrix{note}"
+        f"{batch}{m}x{k} @ {k}x{n} {operands} -> {c.result.element_type}{epilogue}: mma.sync "
+        f"{shape}, {PIPELINE_DEPTH}-stage cp.async, ldmatrix{note}"
     )
 
 
@@ -313,7 +339,7 @@ def epilogue_piece(p: MatmulMmaParams) -> tuple[int, int]:
     per_thread = tm * tn // threads
     if per_thread <= tn and tn % per_thread == 0:
         return 1, per_thread
-    return p.epilogue_rows, COPY_WIDTH
+    return p.epilogue_rows, EPILOGUE_WIDTH
 
 
 def attributes(p: MatmulMmaParams, ctx: ir.Context) -> dict:
@@ -322,11 +348,11 @@ def attributes(p: MatmulMmaParams, ctx: ir.Context) -> dict:
     sizes = {
         "workgroup_tile": (*lead, *p.workgroup_tile),
         "warp_tile": (*below, *p.warp_tile),
-        "copy_a_tile": (*below, p.copy_a_rows, COPY_WIDTH),
-        "copy_b_tile": (*below, p.copy_b_rows, COPY_WIDTH),
+        "copy_a_tile": (*below, p.copy_a_rows, p.copy_width),
+        "copy_b_tile": (*below, p.copy_b_rows, p.copy_width),
         "epilogue_tile": (*below, *epilogue_piece(p)),
-        "epilogue_step": (*below, 1, COPY_WIDTH),
-        "fill_tile": (*below, p.epilogue_rows, COPY_WIDTH),
+        "epilogue_step": (*below, 1, EPILOGUE_WIDTH),
+        "fill_tile": (*below, p.epilogue_rows, EPILOGUE_WIDTH),
     }
     values = {tag: {"static_tile_sizes": attrs.i64_array(v, ctx)} for tag, v in sizes.items()}
     values["workgroup_tile"]["mapping"] = attrs.mapping("block", blocks, ctx)
