@@ -206,3 +206,34 @@ def test_boolean_results_take_the_loop_kernel():
     rng = np.random.default_rng(0)
     x, y = (rng.standard_normal((32, 48)).astype(np.float32) for _ in range(2))
     np.testing.assert_array_equal(module.main(x, y), x < y)
+
+
+WIDEN = """func.func @main(%x: tensor<{shape}x{src}>) -> tensor<{shape}x{dst}> {{
+  %0 = stablehlo.convert %x : (tensor<{shape}x{src}>) -> tensor<{shape}x{dst}>
+  %c = stablehlo.constant dense<3> : tensor<{shape}x{dst}>
+  %1 = stablehlo.multiply %0, %c : tensor<{shape}x{dst}>
+  return %1 : tensor<{shape}x{dst}>
+}}
+"""
+
+
+@pytest.mark.parametrize("shape", ["64x48", "96"])
+@pytest.mark.parametrize("src,dst", [("i8", "i16"), ("i8", "i32"), ("i16", "i32")])
+def test_narrow_integers_keep_their_sign_when_widened(shape, src, dst):
+    """An i8 -> i16 convert took 8-wide vectors on Vulkan; IREE 3.13 loads 8
+    i8 as two i32 words and takes the lanes out with logical shifts, so -53
+    came back as 203. Kernels that sign-extend keep to one SPIR-V vector."""
+    text = WIDEN.format(shape=shape, src=src, dst=dst)
+    module = tilefuse.compile_program(text, "vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    assert "vector=4" in report.line() or "vector=2" in report.line(), report.line()
+    src_np, dst_np = (getattr(np, "int" + t[1:]) for t in (src, dst))
+    dims = tuple(int(n) for n in shape.split("x"))
+    info = np.iinfo(src_np)
+    x = np.random.default_rng(0).integers(info.min, info.max, size=dims, endpoint=True)
+    x = x.astype(src_np)
+    from tilefuse.runtime import CompiledModule
+
+    got = CompiledModule(module.vmfb, "vulkan", module.reports).main(x)
+    np.testing.assert_array_equal(got, x.astype(dst_np) * dst_np(3))

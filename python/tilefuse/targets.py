@@ -96,13 +96,19 @@ class Target:
     def is_gpu(self) -> bool:
         return self.backend in ("spirv", "cuda")
 
-    def vector_elements(self, bits: int, bf16: bool = False, native: bool = False) -> int:
+    def vector_elements(
+        self, bits: int, bf16: bool = False, native: bool = False, sign_extends: bool = False
+    ) -> int:
         """Elements of one vector access of `bits`-wide elements: vector_bits
         of them, capped for bf16 (bf16_vector_elements). `native`: one
         SPIR-V vector (at most 4 elements), for vectors a kernel keeps in
-        registers and reduces; loads and stores IREE splits itself."""
+        registers and reduces; loads and stores IREE splits itself.
+        `sign_extends`: the kernel sign-extends an integer narrower than 32
+        bits, also one SPIR-V vector: IREE 3.13 loads a longer vector of i8
+        (an i8 -> i16 convert's 8) as i32 words and takes the lanes out with
+        logical shifts, so the sign is lost (tests/test_loop_numerics.py)."""
         n = max(1, self.vector_bits // bits)
-        if native and self.backend == "spirv":
+        if (native or sign_extends) and self.backend == "spirv":
             n = min(n, SPIRV_VECTOR_ELEMENTS)
         if bf16 and self.bf16_vector_elements:
             n = min(n, self.bf16_vector_elements)

@@ -108,6 +108,10 @@ class Dispatch:
     # The root's body reads a tensor by tensor.extract at computed indices (a
     # gather: embedding lookups, RoPE's rotate_half after IREE's rewrites).
     root_gathers: bool = False
+    # Some op sign-extends an integer narrower than 32 bits (arith.extsi:
+    # an i8 -> i16 convert), which limits SPIR-V vectors
+    # (Target.vector_elements).
+    sign_extends_narrow: bool = False
     # Each root input is read in the root's loop order (identity map).
     input_maps_identity: list[bool] = field(default_factory=list)
     # Per root loop, per root operand ("in0", .., "out0", ..): the element
@@ -341,6 +345,7 @@ def _analyse(func, executable: str) -> Dispatch:
         }
     d.combiners = _combiners(root, num_inputs)
     d.root_gathers = any(op.name == "tensor.extract" for op in walk(root))
+    d.sign_extends_narrow = any(_sign_extends_narrow(op) for op in walk(func))
     if not d.loop_ranges:
         # A named contraction root (a bare matmul) has no iterator_types:
         # its loops, for explain, are the contraction's.
@@ -348,6 +353,16 @@ def _analyse(func, executable: str) -> Dispatch:
             if c.op == root.name:
                 d.loop_ranges = [*c.batch, *c.m, *c.n, *c.k]
     return d
+
+
+def _sign_extends_narrow(op: ir.Operation) -> bool:
+    if op.name != "arith.extsi":
+        return False
+    source = op.operands[0].type
+    vector = _cast(ir.VectorType, source)
+    element = vector.element_type if vector else source
+    integer = _cast(ir.IntegerType, element)
+    return integer is not None and integer.width < 32
 
 
 def tensor_arith(op: ir.Operation) -> bool:

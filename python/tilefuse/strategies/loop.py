@@ -98,7 +98,14 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
     values = d.inputs + d.outputs + d.loaded
     bits = max(o.bits for o in values)
     bf16 = any(o.element_type == "bf16" for o in values)
-    params, why_not = _layout(d.loop_ranges, bits, bf16, target, exact_only=bool(d.pad_inputs))
+    params, why_not = _layout(
+        d.loop_ranges,
+        bits,
+        bf16,
+        target,
+        exact_only=bool(d.pad_inputs),
+        sign_extends=d.sign_extends_narrow,
+    )
     if params is None:
         return None, why_not
     params = dataclasses.replace(
@@ -151,7 +158,12 @@ def _serial_pad_refusal(shape: list[int]) -> str | None:
 
 
 def _layout(
-    shape: list[int], bits: int, bf16: bool, target: Target, exact_only: bool = False
+    shape: list[int],
+    bits: int,
+    bf16: bool,
+    target: Target,
+    exact_only: bool = False,
+    sign_extends: bool = False,
 ) -> tuple[LoopParams | None, str]:
     """Tiles, threads and vector for a root of this shape, or None and why
     (no root inputs yet: `plan` adds the dispatch's).
@@ -164,7 +176,7 @@ def _layout(
     rank = len(shape)
     n = shape[-1]
     # Vector: as many elements as fit vector_bits, and it must divide the row.
-    max_vector = target.vector_elements(bits, bf16)
+    max_vector = target.vector_elements(bits, bf16, sign_extends=sign_extends)
     vector = 1
     while vector * 2 <= max_vector and n % (vector * 2) == 0:
         vector *= 2
