@@ -8,11 +8,12 @@ import sys
 import numpy as np
 import pytest
 from iree.compiler import ir
-from tilefuse.bench.costmodel import DispatchCost, io_floor, program_costs
+from tilefuse.bench.costmodel import DispatchCost, ProgramCosts, io_floor, program_costs
 from tilefuse.bench.gpu import max_abs_error
 from tilefuse.bench.gpus import Gpu, SmLimits, dispatch_seconds, occupancy, program_seconds
-from tilefuse.bench.measure import compile_iree
-from tilefuse.bench.run import timing_repeat
+from tilefuse.bench.measure import CompilerRun, compile_iree
+from tilefuse.bench.report import summary_table, to_json, write_report
+from tilefuse.bench.run import ModelResult, timing_repeat
 from tilefuse.driver import phase1_executable_sources
 from tilefuse.frontend import load_program
 from tilefuse.irutil import walk
@@ -284,3 +285,48 @@ def test_bench_a_directory_of_jax_exports_without_running(tmp_path, root):
     geomean = float(np.exp(np.mean(np.log(ratios))))
     total = [line for line in proc.stdout.splitlines() if line.startswith("all 2 ")]
     assert total and f"{geomean:.2f}/" in total[0], proc.stdout
+
+
+def _result(name, rejected: bool) -> ModelResult:
+    """A benched model as bench.run makes it, without compiling: one
+    dispatch moving 3000 bytes for each compiler; no "iree" run if rejected."""
+    costs = ProgramCosts([DispatchCost("d", 2000, 1000, flops=10, tensor_core_flops=0)], 1)
+    runs = {
+        c: CompilerRun(c, b"", b"", 1, compile_seconds=1.0, dispatch_count=1, costs=costs)
+        for c in (("tilefuse",) if rejected else ("tilefuse", "iree"))
+    }
+    return ModelResult(
+        name, f"{name}.mlir", "vulkan", "main", 3000, runs,
+        {"H100-SXM": {c: 2e-6 for c in runs}}, numerics="not run (--no-run)",
+        baseline_error=f"{name}.mlir:1:1: no" if rejected else None,
+    )  # fmt: skip
+
+
+def test_report_when_plain_iree_compiled_none(tmp_path):
+    """Every model rejected by plain iree-compile: the summary row has no
+    sums to compare ("-", not zero), the JSON None, the report no chart."""
+    results = [_result("a", True), _result("b", True)]
+    table = summary_table(results, "H100-SXM").splitlines()
+    assert table[1].split() == [
+        "a", "1/-", "0.00/-", "0.00", "1.00/-", "2.0/-", "(-)", "-/-", "(-)", "1.0/-", "(-)",
+        "not", "run", "(--no-run)",
+    ]  # fmt: skip
+    label = "all 0 IREE compiled, of 2 (sum; bytes/floor: geomean)"
+    assert table[-1].startswith(label)
+    assert set(table[-1][len(label) :].split()) == {"-"}
+    data = to_json(results, "H100-SXM")["models"]
+    assert data[0]["bytes"] == {"tilefuse": 3000, "iree": None}
+    assert data[0]["baseline_error"] == "a.mlir:1:1: no"
+    path = write_report(results, "H100-SXM", tmp_path)
+    assert "(No chart: plain iree-compile compiled none of the models" in path.read_text()
+    assert "- plain iree-compile rejected b: b.mlir:1:1: no" in path.read_text()
+    assert not list(tmp_path.glob("*.png"))
+    # One of two compiled: its figures alone make the summary row, and the chart.
+    mixed = [_result("a", True), _result("b", False)]
+    assert (
+        summary_table(mixed, "H100-SXM")
+        .splitlines()[-1]
+        .startswith("all 1 IREE compiled, of 2 (sum; bytes/floor: geomean)  1/1 ")
+    )
+    write_report(mixed, "H100-SXM", tmp_path / "mixed")
+    assert (tmp_path / "mixed" / "ratios-vulkan.png").is_file()

@@ -57,7 +57,7 @@ class ModelResult:
     target: str
     function: str
     floor_bytes: int
-    runs: dict[str, CompilerRun]
+    runs: dict[str, CompilerRun]  # no "iree" when plain iree-compile rejected the model
     modeled_seconds: dict[str, dict[str, float]]  # gpu -> compiler -> seconds
     kernels: dict[str, list[KernelStats]] = field(default_factory=dict)  # compiler -> kernels
     reference: str = "none"  # "numpy", or "none" (compilers compared with each other)
@@ -65,6 +65,9 @@ class ModelResult:
     max_error: dict[str, float] = field(default_factory=dict)  # compiler -> vs reference
     max_difference: float | None = None  # tilefuse vs iree
     numerics: str = "not run"  # "ok", "FAIL: ...", or why it did not run
+    # Plain iree-compile's first error line, where it rejected the model: the
+    # model is then benched for tilefuse alone.
+    baseline_error: str | None = None
 
 
 def samples_module():
@@ -167,7 +170,7 @@ def model_inputs(path: Path, program: Program, function: str):
 
 
 def check_numerics(result: ModelResult, refs, tol) -> None:
-    verdict = numerics_verdict({c: result.runs[c].outputs for c in COMPILERS}, refs, tol)
+    verdict = numerics_verdict({c: run.outputs for c, run in result.runs.items()}, refs, tol)
     result.reference = verdict["reference"]
     result.tolerance = verdict.get("tolerance")
     result.max_error = verdict["max_error"]
