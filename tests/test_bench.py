@@ -8,11 +8,12 @@ import sys
 import numpy as np
 import pytest
 from iree.compiler import ir
-from tilefuse.bench.costmodel import DispatchCost, io_floor, program_costs
+from tilefuse.bench.costmodel import DispatchCost, ProgramCosts, io_floor, program_costs
 from tilefuse.bench.gpu import max_abs_error
 from tilefuse.bench.gpus import Gpu, SmLimits, dispatch_seconds, occupancy, program_seconds
-from tilefuse.bench.measure import compile_iree
-from tilefuse.bench.run import timing_repeat
+from tilefuse.bench.measure import CompilerRun, compile_iree
+from tilefuse.bench.report import summary_table, to_json, write_report
+from tilefuse.bench.run import ModelResult, timing_repeat
 from tilefuse.driver import phase1_executable_sources
 from tilefuse.frontend import load_program
 from tilefuse.irutil import walk
@@ -284,3 +285,144 @@ def test_bench_a_directory_of_jax_exports_without_running(tmp_path, root):
     geomean = float(np.exp(np.mean(np.log(ratios))))
     total = [line for line in proc.stdout.splitlines() if line.startswith("all 2 ")]
     assert total and f"{geomean:.2f}/" in total[0], proc.stdout
+
+
+# bf16 products: plain iree-compile 3.13 rejects this for cuda-sm90 ("failed
+# to distribute") and for Vulkan (it cannot legalize a bf16 vector.bitcast);
+# tilefuse compiles it for both.
+BF16_MATMUL = """
+func.func @main(%a: tensor<64x64xbf16>, %b: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+    : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16>
+  return %0 : tensor<64x64xbf16>
+}
+"""
+
+
+def _bench_add_and_rejected(tmp_path, target, *options):
+    """`tilefuse bench` of ADD and BF16_MATMUL (which plain iree-compile
+    rejects) for `target`: (process, JSON models by name, report text)."""
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    (programs / "add.mlir").write_text(ADD)
+    (programs / "matmul_bf16.mlir").write_text(BF16_MATMUL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tilefuse.cli", "bench", str(programs), "--target", target,
+         "--compile-timings", "1", *options,
+         "--json", str(tmp_path / "b.json"), "--report", str(tmp_path / "r")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    models = {m["model"]: m for m in json.loads((tmp_path / "b.json").read_text())["models"]}
+    assert list(models) == ["add", "matmul_bf16"]
+    return proc, models, (tmp_path / "r" / f"bench-{target}.md").read_text()
+
+
+def _row(stdout: str, model: str) -> list[str]:
+    """A model's row of the summary table (the first table printed)."""
+    line = next(line for line in stdout.splitlines() if line.startswith(model + " "))
+    return line.split("  ")
+
+
+def test_bench_model_plain_iree_rejects_cuda(tmp_path):
+    """A model plain iree-compile rejects keeps tilefuse's figures: IREE's
+    are "-" (None in the JSON), with one line giving IREE's first error; the
+    summary row counts only the models both compiled."""
+    proc, models, report = _bench_add_and_rejected(tmp_path, "cuda-sm90")
+    rejected = models["matmul_bf16"]
+    line = f"plain iree-compile rejected matmul_bf16: {rejected['baseline_error']}"
+    assert line in proc.stdout.splitlines(), proc.stdout
+    assert rejected["baseline_error"] == "matmul_bf16.mlir:3:8: 'func.func' op failed to distribute"
+    assert str(tmp_path) not in proc.stdout + report
+    # tilefuse's figures, none of IREE's, and no ratio.
+    assert rejected["dispatches"] == {"tilefuse": 1, "iree": None}
+    assert rejected["bytes"]["tilefuse"] == rejected["floor_bytes"] == 3 * 64 * 64 * 2
+    assert rejected["bytes"]["iree"] is None and rejected["modeled_us"]["iree"] is None
+    assert rejected["modeled_ratio"] is None and rejected["compile_ratio"] is None
+    assert rejected["compile_s"]["tilefuse"] > 0 and rejected["compile_s"]["iree"] is None
+    assert list(rejected["per_dispatch"]) == list(rejected["kernels"]) == ["tilefuse"]
+    assert {k["arch"] for k in rejected["kernels"]["tilefuse"]} == {"sm_80", "sm_90"}
+    row = [cell.strip() for cell in _row(proc.stdout, "matmul_bf16") if cell.strip()]
+    assert row[1:4] == ["1/-", "0.02/-", "0.02"], row
+    assert row[5].startswith("1.0/- (-)") and row[7].endswith("/- (-)"), row
+    # The model both compiled is as before; the summary row is over it alone.
+    assert models["add"]["baseline_error"] is None
+    assert models["add"]["dispatches"] == {"tilefuse": 1, "iree": 1}
+    assert models["add"]["modeled_ratio"] > 0 and models["add"]["compile_ratio"] > 0
+    total = [cell.strip() for cell in _row(proc.stdout, "all") if cell.strip()]
+    assert total[:5] == [
+        "all 1 IREE compiled, of 2 (sum; bytes/floor: geomean)", "1/1", "0.01/0.01", "0.01",
+        "1.00/1.00",
+    ], total  # fmt: skip
+    assert f"- {line}" in report.splitlines()
+    assert "| matmul_bf16 | 1/- | 0.02/- |" in report
+    assert (tmp_path / "r" / "ratios-cuda-sm90.png").is_file()
+
+
+def test_bench_model_plain_iree_rejects_vulkan_runs_tilefuse(tmp_path):
+    """On Vulkan the rejected model still runs for tilefuse (timed, its
+    numerics unchecked: no reference and no IREE to compare with); the model
+    both compiled is benched as ever."""
+    proc, models, report = _bench_add_and_rejected(
+        tmp_path, "vulkan", "--repeats", "3", "--warmup", "1", "--dispatch-repeat", "4"
+    )
+    rejected = models["matmul_bf16"]
+    assert rejected["baseline_error"].startswith("matmul_bf16.mlir:"), rejected
+    assert f"plain iree-compile rejected matmul_bf16: {rejected['baseline_error']}" in proc.stdout
+    assert list(rejected["wall_seconds"]) == ["tilefuse"]
+    assert len(rejected["wall_seconds"]["tilefuse"]) == 3
+    assert rejected["wall_ms"]["tilefuse"] > 0 and rejected["wall_ms"]["iree"] is None
+    assert rejected["wall_ratio"] is None and rejected["max_difference"] is None
+    assert rejected["numerics"] == "unchecked: no reference, and plain IREE did not compile it"
+    add = models["add"]
+    assert add["baseline_error"] is None and add["numerics"] == "ok (agree)"
+    assert len(add["wall_seconds"]["iree"]) == 3 and add["wall_ratio"] > 0
+    assert add["max_difference"] == 0.0
+    assert "(-)" not in " ".join(_row(proc.stdout, "add"))
+    assert "(-)" in " ".join(_row(proc.stdout, "matmul_bf16"))
+    assert "- plain iree-compile rejected matmul_bf16: matmul_bf16.mlir:" in report
+
+
+def _result(name, rejected: bool) -> ModelResult:
+    """A benched model as bench.run makes it, without compiling: one
+    dispatch moving 3000 bytes for each compiler; no "iree" run if rejected."""
+    costs = ProgramCosts([DispatchCost("d", 2000, 1000, flops=10, tensor_core_flops=0)], 1)
+    runs = {
+        c: CompilerRun(c, b"", b"", 1, compile_seconds=1.0, dispatch_count=1, costs=costs)
+        for c in (("tilefuse",) if rejected else ("tilefuse", "iree"))
+    }
+    return ModelResult(
+        name, f"{name}.mlir", "vulkan", "main", 3000, runs,
+        {"H100-SXM": {c: 2e-6 for c in runs}}, numerics="not run (--no-run)",
+        baseline_error=f"{name}.mlir:1:1: no" if rejected else None,
+    )  # fmt: skip
+
+
+def test_report_when_plain_iree_compiled_none(tmp_path):
+    """Every model rejected by plain iree-compile: the summary row has no
+    sums to compare ("-", not zero), the JSON None, the report no chart."""
+    results = [_result("a", True), _result("b", True)]
+    table = summary_table(results, "H100-SXM").splitlines()
+    assert table[1].split() == [
+        "a", "1/-", "0.00/-", "0.00", "1.00/-", "2.0/-", "(-)", "-/-", "(-)", "1.0/-", "(-)",
+        "not", "run", "(--no-run)",
+    ]  # fmt: skip
+    label = "all 0 IREE compiled, of 2 (sum; bytes/floor: geomean)"
+    assert table[-1].startswith(label)
+    assert set(table[-1][len(label) :].split()) == {"-"}
+    data = to_json(results, "H100-SXM")["models"]
+    assert data[0]["bytes"] == {"tilefuse": 3000, "iree": None}
+    assert data[0]["baseline_error"] == "a.mlir:1:1: no"
+    path = write_report(results, "H100-SXM", tmp_path)
+    assert "(No chart: plain iree-compile compiled none of the models" in path.read_text()
+    assert "- plain iree-compile rejected b: b.mlir:1:1: no" in path.read_text()
+    assert not list(tmp_path.glob("*.png"))
+    # One of two compiled: its figures alone make the summary row, and the chart.
+    mixed = [_result("a", True), _result("b", False)]
+    assert (
+        summary_table(mixed, "H100-SXM")
+        .splitlines()[-1]
+        .startswith("all 1 IREE compiled, of 2 (sum; bytes/floor: geomean)  1/1 ")
+    )
+    write_report(mixed, "H100-SXM", tmp_path / "mixed")
+    assert (tmp_path / "mixed" / "ratios-vulkan.png").is_file()

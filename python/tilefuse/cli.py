@@ -282,7 +282,7 @@ def cmd_bench(args) -> None:
     import json
 
     from .bench.gpus import load_gpu
-    from .bench.report import kernel_table, summary_table, to_json, write_report
+    from .bench.report import baseline_lines, kernel_table, summary_table, to_json, write_report
     from .bench.run import BenchOptions, bench
 
     if args.run_bundle:
@@ -329,6 +329,8 @@ def cmd_bench(args) -> None:
     for name, why in skipped:
         print(f"skipped {name}: {why}", file=sys.stderr)
     print(summary_table(results, args.gpu))
+    for line in baseline_lines(results):
+        print(line)
     kernels = kernel_table(results)
     if kernels:
         print()
@@ -526,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--keep-going",
         action="store_true",
-        help="skip (and list) a model either compiler cannot compile instead of stopping",
+        help="skip (and list) a model tilefuse cannot compile instead of stopping (one that "
+        "plain iree-compile rejects is benched for tilefuse alone either way)",
     )
     b.add_argument("--device", help="runtime device (default: the target's driver)")
     b.add_argument("--work-dir", help="keep every intermediate file here")

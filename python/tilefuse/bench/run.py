@@ -17,11 +17,12 @@ import numpy as np
 
 from ..errors import TilefuseError
 from ..frontend import Program, load_program
-from ..paths import SAMPLES
+from ..paths import SAMPLES, shown
 from ..runtime import DTYPES
 from ..targets import Target, load_target
+from ..toolchain import PhaseFailed
 from .costmodel import io_floor
-from .gpu import COMPILERS, numerics_verdict, random_inputs
+from .gpu import numerics_verdict, random_inputs
 from .gpus import gpu_names, load_gpu, program_seconds
 from .measure import (
     COMPILE_TIMINGS,
@@ -46,7 +47,7 @@ class BenchOptions:
     device: str | None = None  # defaults to the target's runtime driver
     workdir: Path | None = None  # keep every intermediate file here
     run: bool = True  # False: compile and count only (dispatches, bytes), run nothing
-    keep_going: bool = False  # a model that does not compile is skipped, not an error
+    keep_going: bool = False  # a model tilefuse cannot compile is skipped, not an error
     compile_timings: int = COMPILE_TIMINGS  # compiles per model and compiler (the fastest counts)
 
 
@@ -57,7 +58,7 @@ class ModelResult:
     target: str
     function: str
     floor_bytes: int
-    runs: dict[str, CompilerRun]
+    runs: dict[str, CompilerRun]  # no "iree" when plain iree-compile rejected the model
     modeled_seconds: dict[str, dict[str, float]]  # gpu -> compiler -> seconds
     kernels: dict[str, list[KernelStats]] = field(default_factory=dict)  # compiler -> kernels
     reference: str = "none"  # "numpy", or "none" (compilers compared with each other)
@@ -65,6 +66,9 @@ class ModelResult:
     max_error: dict[str, float] = field(default_factory=dict)  # compiler -> vs reference
     max_difference: float | None = None  # tilefuse vs iree
     numerics: str = "not run"  # "ok", "FAIL: ...", or why it did not run
+    # Plain iree-compile's first error line, where it rejected the model: the
+    # model is then benched for tilefuse alone.
+    baseline_error: str | None = None
 
 
 def samples_module():
@@ -167,11 +171,11 @@ def model_inputs(path: Path, program: Program, function: str):
 
 
 def check_numerics(result: ModelResult, refs, tol) -> None:
-    verdict = numerics_verdict({c: result.runs[c].outputs for c in COMPILERS}, refs, tol)
+    verdict = numerics_verdict({c: run.outputs for c, run in result.runs.items()}, refs, tol)
     result.reference = verdict["reference"]
     result.tolerance = verdict.get("tolerance")
     result.max_error = verdict["max_error"]
-    result.max_difference = verdict["max_difference"]
+    result.max_difference = verdict.get("max_difference")  # none without IREE's outputs
     result.numerics = verdict["numerics"]
 
 
@@ -188,9 +192,14 @@ def timing_repeat(floor_bytes: int, limit: int) -> int:
     return max(1, min(limit, math.ceil(TIMED_CALL_BYTES / max(floor_bytes, 1))))
 
 
-def compile_model(path: Path, options: BenchOptions, workdir: Path, progress) -> ModelResult:
+def compile_model(
+    path: Path, options: BenchOptions, workdir: Path, progress, root: Path | None = None
+) -> ModelResult:
     """Both compilers' modules and figures for one model (nothing runs yet).
-    `progress(step)` is told what is happening, for the terminal's progress bar."""
+    `progress(step)` is told what is happening, for the terminal's progress bar.
+    A model plain iree-compile rejects is kept for tilefuse alone, with
+    IREE's first error line (paths under `root`, the work directory, and
+    the model's own path shown as reports show them) as baseline_error."""
     target = load_target(options.target)
     program = load_program(path)
     function = entry_function(program)
@@ -205,7 +214,12 @@ def compile_model(path: Path, options: BenchOptions, workdir: Path, progress) ->
         )
     }
     progress("compiling with iree-compile")
-    runs["iree"] = compile_iree(program, target, workdir / "iree", repeat, timings)
+    baseline_error = None
+    try:
+        runs["iree"] = compile_iree(program, target, workdir / "iree", repeat, timings)
+    except PhaseFailed as e:
+        baseline_error = _without_paths(e.reason, path, root or workdir)
+        progress("plain iree-compile rejected it: tilefuse alone")
     result = ModelResult(
         name=path.stem,
         source=str(path),
@@ -217,6 +231,7 @@ def compile_model(path: Path, options: BenchOptions, workdir: Path, progress) ->
             gpu: {c: program_seconds(runs[c].costs.dispatches, load_gpu(gpu)) for c in runs}
             for gpu in gpu_names()
         },
+        baseline_error=baseline_error,
     )
     if target.backend == "cuda":
         progress("assembling with ptxas")
@@ -240,6 +255,15 @@ def run_model(result: ModelResult, options: BenchOptions, progress) -> None:
     check_numerics(result, refs, tol)
 
 
+def _without_paths(text: str, path: Path, root: Path) -> str:
+    """`text` without this machine's paths: the work directory's dropped,
+    the model's own as reports show it."""
+    text = text.replace(f"{root}/", "")
+    for p in {str(path.resolve()), str(path)}:
+        text = text.replace(p, shown(path))
+    return text
+
+
 def _runs_here(target: Target, options: BenchOptions) -> bool:
     return target.backend != "cuda" and options.run
 
@@ -247,8 +271,10 @@ def _runs_here(target: Target, options: BenchOptions) -> bool:
 def _cuda_kernels(
     result: ModelResult, program: Program, target: Target, workdir: Path, fusion: bool
 ) -> None:
-    """ptxas figures for every CUDA architecture, each compiled for that target."""
-    for compiler in COMPILERS:
+    """ptxas figures for every CUDA architecture, each compiled for that target
+    (IREE's for none where it rejected the model for the benched target)."""
+    compilers = list(result.runs)
+    for compiler in compilers:
         result.kernels[compiler] = kernel_stats(workdir / compiler, target)
     for other in cuda_targets():
         if other.name == target.name:
@@ -256,8 +282,9 @@ def _cuda_kernels(
         sub = workdir / other.name
         # For their kernels only: compiled once each, not timed.
         compile_tilefuse(program, other, sub / "tilefuse", fusion=fusion, timings=1)
-        compile_iree(program, other, sub / "iree", timings=1)
-        for compiler in COMPILERS:
+        if "iree" in compilers:
+            compile_iree(program, other, sub / "iree", timings=1)
+        for compiler in compilers:
             result.kernels[compiler] += kernel_stats(sub / compiler, other)
 
 
@@ -267,12 +294,13 @@ def bench(
     progress=None,
     skipped: list[tuple[str, str]] | None = None,
 ) -> list[ModelResult]:
-    """`progress(done, total, model, step)`, if given, follows along. With
-    options.keep_going, a model either compiler cannot compile is left out
-    and (name, why) appended to `skipped`. Every model is compiled before any
-    runs: a device opened in the process slowed later compiles (0.27 -> 0.46 s
-    for row_sum_f32 after one lavapipe run), which would skew the compile
-    times."""
+    """`progress(done, total, model, step)`, if given, follows along. A model
+    plain iree-compile rejects is benched for tilefuse alone (its
+    baseline_error says why). With options.keep_going, a model tilefuse
+    cannot compile is left out and (name, why) appended to `skipped`. Every
+    model is compiled before any runs: a device opened in the process slowed
+    later compiles (0.27 -> 0.46 s for row_sum_f32 after one lavapipe run),
+    which would skew the compile times."""
     paths = resolve_models(models, options.small)
     runs = _runs_here(load_target(options.target), options)
     steps = len(paths) * (2 if runs else 1)  # a compile, then a run, per model
@@ -286,7 +314,7 @@ def bench(
                     progress(i, steps, path.stem, what)
 
             try:
-                compiled.append(compile_model(path, options, root / path.stem, step))
+                compiled.append(compile_model(path, options, root / path.stem, step, root))
             except TilefuseError as e:
                 if not options.keep_going:
                     raise
