@@ -26,6 +26,9 @@ DTYPES = {
     "i8": np.dtype(np.int8),
     "i1": np.dtype(np.bool_),
     "ui8": np.dtype(np.uint8),
+    "ui16": np.dtype(np.uint16),
+    "ui32": np.dtype(np.uint32),
+    "ui64": np.dtype(np.uint64),
 }
 if _BF16 is not None:
     DTYPES["bf16"] = _BF16
@@ -42,7 +45,10 @@ class TensorSpec:
         return f"tensor<{'x'.join(map(str, self.shape)) + 'x' if self.shape else ''}{self.dtype}>"
 
 
-_TENSOR = re.compile(r"tensor<([^>]*)>")
+# One argument or result of an ABI declaration: its type, then the type the
+# program declared where IREE stores it as another (`tensor<4xi8>
+# {iree.abi.encoding = tensor<4xui8>}` for an unsigned tensor).
+_TENSOR = re.compile(r"%\w+: tensor<([^>]*)>(?: \{iree\.abi\.encoding = tensor<([^>]*)>\})?")
 
 
 def _parse_spec(text: str) -> TensorSpec:
@@ -55,8 +61,8 @@ def signature(function: rt.VmFunction) -> tuple[list[TensorSpec], list[TensorSpe
     decl = function.reflection.get("iree.abi.declaration", "")
     args_text, _, results_text = decl.partition("->")
     return (
-        [_parse_spec(t) for t in _TENSOR.findall(args_text)],
-        [_parse_spec(t) for t in _TENSOR.findall(results_text)],
+        [_parse_spec(declared or stored) for stored, declared in _TENSOR.findall(args_text)],
+        [_parse_spec(declared or stored) for stored, declared in _TENSOR.findall(results_text)],
     )
 
 

@@ -9,12 +9,20 @@ exists because the planner never forms a cycle between groups.
 Constants: a splat constant read by a group is cloned into the group's region
 (it costs nothing there and IREE would clone it in anyway); other constants
 stay outside, where IREE turns them into constant buffers the dispatch reads.
+
+Unsigned results: IREE's StableHLO conversion makes every integer signless
+but leaves a region's result types alone, and then refuses the region
+("failed to legalize operation 'flow.dispatch.region'"). So a region yields
+an unsigned tensor as its signless twin (`stablehlo.bitcast_convert`, free
+once converted) and converts it back outside.
 """
 
 import heapq
 
 from iree.compiler import ir
 
+from ..hlo.ops import try_cast
+from ..irutil import defining_op
 from .graph import FuncGraph
 from .groups import Group
 
@@ -82,6 +90,20 @@ def clone_splat_operands(
             op.replace_uses_of_with(v, clones[p].results[0])
 
 
+def _signless(t: ir.Type) -> ir.Type | None:
+    """The signless twin of an unsigned integer tensor type, else None."""
+    ranked = try_cast(ir.RankedTensorType, t)
+    element = try_cast(ir.IntegerType, ranked.element_type) if ranked else None
+    if element is None or not element.is_unsigned:
+        return None
+    with ir.Location.unknown(t.context):
+        return ir.RankedTensorType.get(ranked.shape, ir.IntegerType.get_signless(element.width))
+
+
+def _bitcast(value: ir.Value, to: ir.Type) -> ir.Value:
+    return ir.Operation.create("stablehlo.bitcast_convert", results=[to], operands=[value]).result
+
+
 def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operation:
     nodes = graph.nodes
     members = set(group.members)
@@ -99,7 +121,7 @@ def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operatio
     with ir.InsertionPoint(before), location:
         region = ir.Operation.create(
             "flow.dispatch.region",
-            results=[r.type for r in results],
+            results=[_signless(r.type) or r.type for r in results],
             operands=[],
             attributes={
                 "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0]),
@@ -118,7 +140,15 @@ def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operatio
         op.move_before(ret)
         clone_splat_operands(graph, i, members, block, clones)
     users_inside = [nodes[i].op for i in group.members] + [ret]
+    for k, r in enumerate(results):
+        if _signless(r.type):
+            with ir.InsertionPoint(ret), location:
+                ret.operands[k] = _bitcast(r, _signless(r.type))
+            users_inside.append(defining_op(ret.operands[k]))
     for value, result in zip(results, region.results):
+        if result.type != value.type:
+            with ir.InsertionPoint(before), location:
+                result = _bitcast(result, value.type)
         value.replace_all_uses_except(result, users_inside)
     return region
 
