@@ -558,3 +558,32 @@ def test_a_constant_laid_out_anew_is_left_to_iree_folding(target):
     assert not [n for n in result.notes if n.startswith("FALLBACK")], result.notes
     if target == "vulkan":
         np.testing.assert_allclose(_module(result).main(*args), want, rtol=1e-5)
+
+
+# A concatenate of a reversed strided slice: the loop kernel builds in phase 2
+# on Vulkan, and IREE 3.13 fails to lower it in phase 3 (an unresolved
+# materialization of the strided view), whose error points into the spliced
+# kernels' text, not the program.
+PHASE3_FAILS = """func.func @main(%a: tensor<4x6xf32>, %b: tensor<9x18xf32>) -> tensor<9x6xf32> {
+  %s = stablehlo.slice %b [0:9:2, 0:18:3] : (tensor<9x18xf32>) -> tensor<5x6xf32>
+  %r = stablehlo.reverse %s, dims = [0] : tensor<5x6xf32>
+  %c = stablehlo.concatenate %a, %r, dim = 0 : (tensor<4x6xf32>, tensor<5x6xf32>) -> tensor<9x6xf32>
+  return %c : tensor<9x6xf32>
+}
+"""
+
+
+def test_a_phase3_failure_when_strict_names_the_dispatch_and_the_line(tmp_path):
+    path = tmp_path / "concat.mlir"
+    path.write_text(PHASE3_FAILS)
+    with pytest.raises(tilefuse.TilefuseError) as error:
+        tilefuse.compile_program(path, "vulkan", strict=True)
+    message = str(error.value)
+    assert "dispatch main_dispatch_0" in message and "loop failed" in message, message
+    assert f"{path}:2:8:" in message and "--strict" in message, message
+    # Without --strict: IREE's codegen takes that dispatch, and the result is right.
+    module = tilefuse.compile(path, target="vulkan")
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    b = np.arange(162, dtype=np.float32).reshape(9, 18)
+    want = np.concatenate([a, b[0:9:2, 0:18:3][::-1]])
+    np.testing.assert_array_equal(module.main(a, b), want)

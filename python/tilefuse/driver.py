@@ -783,9 +783,13 @@ def phase3_stage(c: Compilation) -> None:
         )
         (c.workdir / "phase3.log").write_text(log3)
     except TilefuseError as e:
-        if c.options.strict:
-            raise
         why = str(e).replace(f"{c.workdir}/", "")
+        if c.options.strict:
+            # The error's location is in the spliced kernels' text, not the
+            # user's program: phase 2 as one compile names the dispatch and
+            # its line, and --strict stops there (_check_strict).
+            phase2_with_fallbacks(c.choices, c.workdir, c.options, c.failures, one_compile(c))
+            raise TilefuseError(f"{why} (--strict: no fallback)") from None
         c.notes.append(
             f"FALLBACK: phase 3 failed, phase 2 compiled again in one run "
             f"(no aliased accesses): {why}"
