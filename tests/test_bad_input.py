@@ -69,6 +69,13 @@ def test_missing_input_file(tmp_path):
     assert "no such file" in err
 
 
+def test_a_directory_given_as_the_program(tmp_path):
+    folder = tmp_path / "models.mlir"
+    folder.mkdir()
+    err = compile_fails(tmp_path, str(folder))
+    assert f"{folder} is a directory, not a program file" in err
+
+
 def test_cli_run_missing_module(tmp_path):
     proc = run_cli("run", str(tmp_path / "missing.vmfb"))
     assert proc.returncode == 1 and "no such file" in proc.stderr

@@ -52,6 +52,8 @@ def load_program(source: str | Path | bytes) -> Program:
     path = None
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
         path = Path(source)
+        if path.is_dir():
+            raise TilefuseError(f"{path} is a directory, not a program file")
         if not path.is_file():
             raise TilefuseError(f"no such file: {path}")
         data = path.read_bytes()

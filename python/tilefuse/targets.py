@@ -148,7 +148,7 @@ def load_target(name: str) -> Target:
     for key, value in given.items():
         if key not in known:
             raise TilefuseError(
-                f"target override '{key}': expected FIELD=VALUE with FIELD one of {sorted(known)}"
+                f"target override '{key}': no such field of a target (fields: {', '.join(sorted(known))})"
             )
         value = tuple(value) if isinstance(value, list) else value
         current = getattr(target, key)
