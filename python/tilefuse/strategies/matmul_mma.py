@@ -267,8 +267,11 @@ def _params(d: Dispatch, target: Target, cfg: TileConfig) -> MatmulMmaParams | N
 def candidates(d: Dispatch, target: Target) -> list[MatmulMmaParams]:
     """Every tile configuration that fits the dispatch, the chooser's pick
     first (what `tilefuse tune` times); [] when the kernel refuses it."""
-    if _check(d, target):
-        return []
+    return [] if _check(d, target) else _options(d, target)
+
+
+def _options(d: Dispatch, target: Target) -> list[MatmulMmaParams]:
+    """candidates, for a dispatch _check accepts."""
     product = product_of(d)
     limit = target.shared_memory_bytes
     first = _config(product, limit, target.multiprocessors)
@@ -288,7 +291,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaParams | None, str]:
         return None, why
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
-    options = candidates(d, target)
+    options = _options(d, target)
     if not options:
         return None, (
             f"no tile configuration divides {m}x{n}x{k} (M, N by 16-128, K by 32 "

@@ -125,9 +125,12 @@ def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaBf16Params | None
 
 def candidates(d: Dispatch, target: Target) -> list[MatmulMmaBf16Params]:
     """Every tile configuration that fits the dispatch, the chooser's pick
-    first; [] when the strategy refuses it."""
-    if _check(d, target):
-        return []
+    first (what `tilefuse tune` times); [] when the kernel refuses it."""
+    return [] if _check(d, target) else _options(d, target)
+
+
+def _options(d: Dispatch, target: Target) -> list[MatmulMmaBf16Params]:
+    """candidates, for a dispatch _check accepts."""
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
     fitting = list(_configs(m, n, k))
@@ -149,7 +152,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaBf16Params | None, str]:
         return None, why
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
-    options = candidates(d, target)
+    options = _options(d, target)
     if not options:
         return None, (
             f"no tile configuration divides {m}x{n}x{k} (M, N by 16-128, K by 16) "
