@@ -24,7 +24,7 @@ def test_plan_with_more_dispatches_and_no_more_kernels_gives_way(tmp_path):
     in the groups that read them and issues 19 dispatches; IREE issues 17,
     with as many on its own codegen. IREE's formation is kept, with a note,
     and the loop kernel takes all its dispatches (the comparisons' i1
-    results widened to i8 too: the loop script's step root_cast)."""
+    results widened to i8 too: the loop script's step tensor_arith)."""
     path, inputs, outputs, _entry = load("int_ops_i32")
     result = tilefuse.compile_program(path, "vulkan", dump_dir=tmp_path / "plan")
     (note,) = result.notes

@@ -192,7 +192,7 @@ def test_reads_through_a_reshape_of_a_sliced_load():
 
 def test_boolean_results_take_the_loop_kernel():
     """IREE stores a comparison's i1 result as i8 through an arith.extui on
-    the whole tensor; the loop script's step "root_cast" writes it as a
+    the whole tensor; the loop script's step "tensor_arith" writes it as a
     linalg.generic, so the loop kernel takes the dispatch (the compare fused
     as its producer)."""
     text = """func.func @main(%x: tensor<32x48xf32>, %y: tensor<32x48xf32>) -> tensor<32x48xi1> {
@@ -237,3 +237,26 @@ def test_narrow_integers_keep_their_sign_when_widened(shape, src, dst):
 
     got = CompiledModule(module.vmfb, "vulkan", module.reports).main(x)
     np.testing.assert_array_equal(got, x.astype(dst_np) * dst_np(3))
+
+
+def test_bool_inputs_are_fused_producers():
+    """A bool input (a jnp.where mask) is stored as i8 and narrowed by an
+    arith.trunci on the whole tensor before the root reads it; step
+    "tensor_arith" writes it as a linalg.generic, fused into the loop kernel
+    (IREE's codegen took such dispatches: "1 ops besides the root")."""
+    text = """func.func @main(%x: tensor<32x48xf32>, %m: tensor<32x48xi1>) -> tensor<32x48xf32> {
+  %z = stablehlo.constant dense<0.0> : tensor<32x48xf32>
+  %e = stablehlo.exponential %x : tensor<32x48xf32>
+  %y = stablehlo.select %m, %e, %z : tensor<32x48xi1>, tensor<32x48xf32>
+  return %y : tensor<32x48xf32>
+}
+"""
+    for target in ("vulkan", "cuda"):
+        (report,) = tilefuse.compile_program(text, target).reports
+        assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+        assert "arith.trunci on a tensor written as a linalg.generic" in report.line()
+    module = tilefuse.compile(text, target="vulkan")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 48)).astype(np.float32)
+    m = rng.random((32, 48)) > 0.5
+    np.testing.assert_allclose(module.main(x, m), np.where(m, np.exp(x), 0), rtol=1e-6)

@@ -32,12 +32,12 @@ module attributes {transform.with_named_sequence} {
       -> !transform.any_op
   transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
 
-  // Step "root_cast", for a dispatch whose stored value is an arith op on a
-  // whole tensor (IREE widens a comparison's i1 result to i8 that way):
-  // MLIR's convert-elementwise-to-linalg writes it as a linalg.generic,
-  // which becomes the root; the op computing its operand is then a direct
-  // producer, fused like any other.
-  transform.named_sequence @tilefuse_loop_root_cast(%func: !transform.any_op {transform.consumed})
+  // Step "tensor_arith", for a dispatch with arith ops on whole tensors:
+  // its stored value (IREE widens a comparison's i1 result to i8 that way)
+  // or an input of the root (a bool input, stored as i8, narrowed by an
+  // arith.trunci). MLIR's convert-elementwise-to-linalg writes each as a
+  // linalg.generic: the root, or a direct producer fused like any other.
+  transform.named_sequence @tilefuse_loop_tensor_arith(%func: !transform.any_op {transform.consumed})
       -> !transform.any_op {
     %converted = transform.apply_registered_pass "convert-elementwise-to-linalg" to %func
       : (!transform.any_op) -> !transform.any_op
@@ -83,11 +83,11 @@ module attributes {transform.with_named_sequence} {
   transform.named_sequence @tilefuse_loop(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root: the op whose result the dispatch stores, once
     // (a shared step: transform_scripts/common.mlir), after step
-    // "root_cast" where the chooser asked for it.
+    // "tensor_arith" where the chooser asked for it.
     %func_0, %root_0 = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %func_1 = transform.include @tilefuse_pass failures(propagate) (%func_0)
-        {tilefuse.step = "root_cast"} : (!transform.any_op) -> !transform.any_op
+        {tilefuse.step = "tensor_arith"} : (!transform.any_op) -> !transform.any_op
     %func, %root = transform.include @tilefuse_find_root failures(propagate) (%func_1)
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 

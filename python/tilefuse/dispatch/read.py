@@ -108,6 +108,9 @@ class Dispatch:
     # The root's body reads a tensor by tensor.extract at computed indices (a
     # gather: embedding lookups, RoPE's rotate_half after IREE's rewrites).
     root_gathers: bool = False
+    # The root's inputs computed by an arith op on a whole tensor (a bool
+    # input's arith.trunci from the i8 IREE stores it as), by op name.
+    arith_producers: list[str] = field(default_factory=list)
     # Some op sign-extends an integer narrower than 32 bits (arith.extsi:
     # an i8 -> i16 convert), which limits SPIR-V vectors
     # (Target.vector_elements).
@@ -326,6 +329,8 @@ def _analyse(func, executable: str) -> Dispatch:
     d.inputs = [_operand(v) for v in operands[:num_inputs]]
     d.outputs = [_operand(v) for v in root.results]
     d.input_producers = [defining_op_name(v) for v in operands[:num_inputs]]
+    producers = {defining_op(v) for v in operands[:num_inputs]} - {None}
+    d.arith_producers = sorted(p.name for p in producers if tensor_arith(p))
     if "indexing_maps" in attrs and "iterator_types" in attrs:
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
         identity = ir.AffineMap.get_identity(len(d.iterator_types), func.context)

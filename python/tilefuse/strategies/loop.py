@@ -51,7 +51,8 @@ class LoopParams:
     thread_mapping: tuple[str, ...]
     vector_sizes: tuple[int, ...]  # each thread's vector; dims beyond the grid are serial
     exact: bool  # the tiles divide the shape: no masked transfers
-    root_cast: bool = False  # the root is an arith op on a tensor: written as a generic first
+    # The root or a producer is an arith op on a tensor: written as a generic first.
+    tensor_arith: bool = False
     # CUDA: transfers become loads/stores in the script (NVVM cannot take a
     # masked broadcasting read; SPIR-V lowers them itself).
     lower_transfers: bool = False
@@ -81,6 +82,9 @@ def _check(d: Dispatch) -> str | None:
     # A reshape of a load (IREE keeps one when the load is a strided slice,
     # as of GPT-2's fused q/k/v projection) is a view: cloned into the tile.
     fusable += [p for p in d.input_producers if p in RESHAPES]
+    # An arith op on a whole tensor (a bool input's arith.trunci from the
+    # i8 it is stored as) becomes a linalg.generic in step "tensor_arith".
+    fusable += d.arith_producers
     if others > len(fusable):
         return f"{others} ops besides the root, only direct producers are fused"
     return None
@@ -94,7 +98,7 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
     if why_not:
         return None, why_not
     # The fused producers' loads count too: a bf16 compare's i1 result is
-    # the root's input when the root is its widening (root_cast).
+    # the root's input when the root is its widening (tensor_arith).
     values = d.inputs + d.outputs + d.loaded
     bits = max(o.bits for o in values)
     bf16 = any(o.element_type == "bf16" for o in values)
@@ -109,7 +113,9 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
     if params is None:
         return None, why_not
     params = dataclasses.replace(
-        params, root_inputs=tuple(range(len(d.inputs))), root_cast=bool(d.root_cast)
+        params,
+        root_inputs=tuple(range(len(d.inputs))),
+        tensor_arith=bool(d.root_cast or d.arith_producers),
     )
     notes = "" if params.exact else ", ragged edge masked"
     if d.pad_inputs:
@@ -118,8 +124,8 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
         notes += ", body gathers by tensor.extract"
     if not d.inputs:
         notes += ", no inputs (nothing to fuse)"
-    if d.root_cast:
-        notes += f", {d.root_cast} on a tensor written as a linalg.generic"
+    for cast in ([d.root_cast] if d.root_cast else []) + d.arith_producers:
+        notes += f", {cast} on a tensor written as a linalg.generic"
     if not d.output_maps_identity:
         # Reads stay coalesced, writes are strided: a shared-memory transpose
         # strategy is future work (fusion issue's transpose kind).
@@ -301,7 +307,7 @@ def attributes(p: LoopParams, ctx: ir.Context) -> dict:
 
 def steps(p: LoopParams) -> dict[str, str]:
     return {
-        "root_cast": "tilefuse_loop_root_cast" if p.root_cast else PASS,
+        "tensor_arith": "tilefuse_loop_tensor_arith" if p.tensor_arith else PASS,
         "producers": "tilefuse_loop_producers" if p.root_inputs else "tilefuse_loop_no_producers",
         "lower_transfers": "tilefuse_loop_lower_transfers" if p.lower_transfers else SKIP,
     }
