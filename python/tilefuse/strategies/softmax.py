@@ -28,10 +28,11 @@ unpeeled, every chunk is masked, and the kernel ran far slower than one that
 recomputes (measured in docs/findings.md, 'Keeping a row in workgroup
 memory').
 
-Rows that fit in registers and split evenly over one subgroup take the
-register kernel instead (row_warp.py, tried first): it has no loop, no
-barrier and no workgroup memory. This kernel takes the others (long rows,
-rows that are not a multiple of the subgroup, reduction and epilogue roots).
+Rows that fit in registers and split evenly over one subgroup, or over the
+T threads this kernel would give them, take the register kernel instead
+(row_warp.py, tried first): it has no loop and loads the row once. This
+kernel takes the others (long rows, rows that do not split evenly over
+their threads, reduction and epilogue roots).
 
 The fusion planner outlines a softmax-like group only if `group_refusal`
 accepts it here, from the StableHLO group alone: otherwise its ops go to
@@ -50,6 +51,8 @@ each thread 64 vectors (few threads keep the combines cheap there: it runs a
 workgroup's subgroups one after another on one CPU thread); the GPU targets 4,
 so that a GPU row has many threads, each with a few loads in flight (a row of
 8192 f32: 512 threads, where 64 vectors gave one warp looping over 64 chunks).
+Such a row, when its T threads split it evenly with few elements each, is
+row_warp's (its row in registers, loaded once: row_warp.row_threads).
 """
 
 import math
