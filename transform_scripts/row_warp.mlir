@@ -41,6 +41,14 @@
 // T-lane warp op. On lavapipe subgroups are formed from x, so each row is one
 // subgroup there too.
 //
+// A long row normalization on a GPU (row_warp.row_threads) takes T threads
+// of several subgroups instead, R = 1, with the same steps: the warp op then
+// has T lanes, and IREE's warp distribution ends each reduction's butterfly
+// with one value per subgroup, written to workgroup memory, a barrier, and a
+// butterfly over those values (T <= subgroup_size**2), in straight-line
+// code: no barrier in a loop. 8192 f32 on CUDA: 512 threads, 4 chunks of
+// 2048, each thread's 16 elements loaded once (4 128-bit loads).
+//
 // The values below are defaults for rows of 1000 f32 on lavapipe (T = 8,
 // V = 4: 31 chunks of 32 and a tail of 8). The tilefuse driver clones this
 // sequence per dispatch and sets every attribute that carries a

@@ -50,9 +50,19 @@ class Target:
     float_minmax_as_keys: bool = False
     # Elements of a row each lane may keep in registers (N / subgroup size):
     # up to this, a softmax-like row runs on one subgroup with the row in
-    # registers (strategies/row_warp.py); 0 turns that kernel off, for row
-    # reductions too.
+    # registers (strategies/row_warp.py; longer rows on several subgroups,
+    # below); 0 turns that kernel off, for row reductions too.
     row_register_elements: int = 0
+    # V-vectors of a row each thread of the softmax kernel takes, about: it
+    # sizes T, the threads per row, as the power of two nearest above
+    # N / (V * this), from one subgroup to min(max_threads, subgroup_size**2)
+    # (strategies/softmax.py). A row whose T threads then split it evenly,
+    # each holding at most row_register_elements, stays in registers on
+    # them (strategies/row_warp.py: loaded once, no loop). lavapipe keeps 64
+    # (few threads keep its combines cheap: it runs a workgroup's subgroups
+    # one after another); a GPU wants many threads per row, each with a few
+    # vectors in flight (memory-level parallelism).
+    softmax_vectors_per_thread: int = 64
     # Streaming multiprocessors (compute units) of the GPU the target is
     # built for; 0: unknown. A kernel whose grid has fewer workgroups leaves
     # some idle (the matmul kernels pick smaller tiles then).

@@ -1,4 +1,6 @@
-"""Parameters of the one-subgroup-per-row kernel (transform_scripts/row_warp.mlir).
+"""Parameters of the register row kernel (transform_scripts/row_warp.mlir):
+one subgroup per row, or (a long row normalization on a GPU) the several
+subgroups the softmax kernel would give it.
 
 Seed: XLA's row-reduction and softmax emitters, which give a row to one warp
 when it fits. One subgroup of T lanes owns a row; lane t holds the V elements
@@ -16,10 +18,26 @@ dispatch over [rows, N]:
     unrolled, so CSE loads each element of the row once and keeps it in
     registers for every phase, and the kernel has no loop either.
 
+A row normalization too long for one subgroup's registers (N / subgroup >
+row_register_elements) takes T threads, several subgroups, where the target
+sizes the softmax kernel's threads so that each holds few vectors
+(softmax_vectors_per_thread: 4 on the GPU targets, so 8192 f32 gets 512
+threads of 16 elements): T is the softmax kernel's (softmax.layout), kept when
+it divides N and N / T <= row_register_elements (row_threads), and T*V
+divides N (no tail: layernorm's tail combines spilled on sm_90). The kernel is
+the same, with T lanes to the warp op: each reduction's butterfly ends in
+one value per subgroup, which IREE's warp distribution combines through
+workgroup memory with one barrier (T <= subgroup_size**2), outside any loop;
+such a row has its workgroup to itself (R = 1: the slots are per workgroup).
+lavapipe's 64 vectors per thread never give it T > 8 with at most 128
+elements each (T = next_pow2(N / 256) < N / 128), so its rows keep the kernel
+they had. Seed: XLA's softmax, which keeps a row of 8192 in the registers of
+a block's warps.
+
 When it applies (else the row kernel or the chunked softmax kernel does):
-  - T (the subgroup size) divides N, so that the ragged tail of a row (the
-    N mod T*V elements after the last full chunk) splits evenly over the
-    lanes: no masks;
+  - T (the subgroup size, or the several subgroups above) divides N, so
+    that the ragged tail of a row (the N mod T*V elements after the last
+    full chunk) splits evenly over the lanes: no masks;
   - a normalization: N / T, the elements a lane keeps, is at most the
     target's row_register_elements (lavapipe 128; GPUs 32: more registers
     per lane would cost occupancy);
@@ -50,7 +68,7 @@ from iree.compiler import ir
 
 from ..dispatch.read import Dispatch
 from ..targets import Target
-from . import attrs, row_reduction, row_roots
+from . import attrs, row_reduction, row_roots, softmax
 from .contract import PASS, SKIP, Launch, Strategy
 from .sizes import packed_rows
 
@@ -98,6 +116,28 @@ def _vector(
     return vector
 
 
+def row_threads(n: int, bits: int, target: Target) -> tuple[int, str]:
+    """(T, "") for a row normalization too long for one subgroup's registers,
+    or (0, why not): T is the chunked softmax kernel's threads per row
+    (softmax.layout, sized by the target's softmax_vectors_per_thread), kept
+    when they split the row evenly and each holds at most the target's
+    row_register_elements. The subgroups' combines meet in workgroup memory
+    (T <= subgroup_size**2: one level), so such a row has its workgroup to
+    itself."""
+    sg, budget = target.subgroup_size, target.row_register_elements
+    threads, _vector = softmax.layout(n, bits, target)
+    if threads <= sg:
+        return 0, f"{n // sg} elements per lane > the target's {budget} (row_register_elements)"
+    if n % threads:
+        return 0, f"rows of {n} do not split evenly over {threads} threads"
+    if n // threads > budget:
+        return 0, (
+            f"{n // threads} elements per thread of {threads} > the target's {budget} "
+            "(row_register_elements)"
+        )
+    return threads, ""
+
+
 def _lone_reduction_refusal(d: Dispatch, target: Target) -> str | None:
     why_not = row_roots.lone_reduction_refusal(d)
     if why_not:
@@ -131,17 +171,26 @@ def plan(d: Dispatch, target: Target) -> tuple[RowWarpParams | None, str]:
         return None, why_not
     normalization = d.iterator_types == row_roots.ROOT_ELEMENTWISE
     rows, n = d.loop_ranges
-    threads = target.subgroup_size
-    if n % threads:
-        return None, f"rows of {n} do not split evenly over the {threads} lanes of a subgroup"
+    sg = target.subgroup_size
+    if n % sg:
+        return None, f"rows of {n} do not split evenly over the {sg} lanes of a subgroup"
+    bits = row_roots.widest_bits(d)
+    threads = sg
     budget = target.row_register_elements
-    if normalization and n // threads > budget:
-        return None, (
-            f"{n // threads} elements per lane > the target's {budget} (row_register_elements)"
-        )
-    vector = _vector(row_roots.widest_bits(d), d, n, threads, target, normalization)
+    if normalization and n // sg > budget:
+        threads, why_not = row_threads(n, bits, target)
+        if why_not:
+            return None, why_not
+    vector = _vector(bits, d, n, threads, target, normalization)
     chunk = threads * vector
     chunks = n // chunk
+    if threads > sg and n % chunk:
+        # Measured on sm_90: layernorm over 1152, 2304 and 2560 spilled
+        # (ptxas, 48 registers) with the tail's second combine.
+        return None, (
+            f"rows of {n} over {threads} threads leave a tail after {chunks} chunks of {chunk} "
+            "(several subgroups take whole chunks only)"
+        )
     most = row_reduction.VECTORS_PER_THREAD
     if not normalization and chunks > most:
         return None, (
@@ -149,7 +198,7 @@ def plan(d: Dispatch, target: Target) -> tuple[RowWarpParams | None, str]:
         )
     full = chunks * chunk
     per_wg = packed_rows(
-        rows, threads, threads, target.packed_row_threads or target.preferred_threads, 0, target
+        rows, threads, sg, target.packed_row_threads or target.preferred_threads, 0, target
     )
     why_not = target.grid_refusal((rows // per_wg,))
     if why_not:
@@ -157,7 +206,7 @@ def plan(d: Dispatch, target: Target) -> tuple[RowWarpParams | None, str]:
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
     params = RowWarpParams(
-        launch=Launch((rows // per_wg, 1, 1), (threads, per_wg, 1), threads),
+        launch=Launch((rows // per_wg, 1, 1), (threads, per_wg, 1), sg),
         vector=vector,
         chunks=chunks,
         tail=n - full,
@@ -173,8 +222,9 @@ def plan(d: Dispatch, target: Target) -> tuple[RowWarpParams | None, str]:
     else:
         what = f"{row_roots.COMBINERS[d.combiners[0]]}-reduction of rows of {n}"
         loops = f"{chunks} chunks of {chunk}"
+    owner = "one subgroup" if threads == sg else f"{threads // sg} subgroups"
     return params, (
-        f"{group}{what}: one subgroup per row, {threads} lanes x {vector}-vectors, "
+        f"{group}{what}: {owner} per row, {threads} lanes x {vector}-vectors, "
         f"{loops}{tail}{packing}"
     )
 
@@ -184,8 +234,17 @@ def describe(p: RowWarpParams) -> str:
     return (
         f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} "
         f"vector={p.vector} chunk={p.chunk} chunks={p.chunks}{tail} "
-        f"reductions={p.reductions} shared=0B"
+        f"reductions={p.reductions} {_shared(p)}"
     )
+
+
+def _shared(p: RowWarpParams) -> str:
+    """One subgroup per row: no workgroup memory. Several: the combines'
+    slots, one per subgroup (IREE's warp distribution allocates them)."""
+    subgroups = p.threads // p.launch.subgroup
+    if subgroups == 1:
+        return "shared=0B"
+    return f"subgroups={subgroups} (combined through workgroup memory)"
 
 
 def attributes(p: RowWarpParams, ctx: ir.Context) -> dict:

@@ -28,10 +28,11 @@ unpeeled, every chunk is masked, and the kernel ran far slower than one that
 recomputes (measured in docs/findings.md, 'Keeping a row in workgroup
 memory').
 
-Rows that fit in registers and split evenly over one subgroup take the
-register kernel instead (row_warp.py, tried first): it has no loop, no
-barrier and no workgroup memory. This kernel takes the others (long rows,
-rows that are not a multiple of the subgroup, reduction and epilogue roots).
+Rows that fit in registers and split evenly over one subgroup, or over the
+T threads this kernel would give them, take the register kernel instead
+(row_warp.py, tried first): it has no loop and loads the row once. This
+kernel takes the others (long rows, rows that do not split evenly over
+their threads, reduction and epilogue roots).
 
 The fusion planner outlines a softmax-like group only if `group_refusal`
 accepts it here, from the StableHLO group alone: otherwise its ops go to
@@ -39,12 +40,19 @@ IREE's own dispatch formation (inside one region, IREE 3.13's default codegen
 would recompute the first reduction per tile). `plan` checks the dispatch
 IREE made of it again, exactly.
 
-Heuristics as in row_reduction.py: V is a 128-bit vector of the widest element
-(at most 4 on SPIR-V), halved until it divides the row (so every thread's tile
-is a whole vector, also in the last, shorter chunk: no masks); T gives each thread about VECTORS_PER_THREAD vectors of
-the row, rounded up to a power of two, at least one subgroup, at most the
-target's preferred thread count and subgroup_size**2 (one level of combine
-across subgroups).
+Heuristics: V is a 128-bit vector of the widest element (at most 4 on
+SPIR-V), halved until it divides the row (so every thread's tile is a whole
+vector, also in the last, shorter chunk: no masks); T gives each thread about
+the target's softmax_vectors_per_thread vectors of the row, rounded up to a
+power of two, at least one subgroup, at most the target's thread limit and
+subgroup_size**2 (one level of combine across subgroups), halved while the
+reductions' accumulators would not fit in workgroup memory. lavapipe gives
+each thread 64 vectors (few threads keep the combines cheap there: it runs a
+workgroup's subgroups one after another on one CPU thread); the GPU targets 4,
+so that a GPU row has many threads, each with a few loads in flight (a row of
+8192 f32: 512 threads, where 64 vectors gave one warp looping over 64 chunks).
+Such a row, when its T threads split it evenly with few elements each, is
+row_warp's (its row in registers, loaded once: row_warp.row_threads).
 """
 
 import math
@@ -66,11 +74,6 @@ from .row_roots import (
     row_ops_refusal,
 )
 from .sizes import next_pow2, packed_rows
-
-# Target vectors (of V elements) per thread when sizing T, as in
-# row_reduction.py: few threads keep the combines cheap (lavapipe runs a
-# workgroup's subgroups one after another on one CPU thread).
-VECTORS_PER_THREAD = 64
 
 # The fusion kinds whose groups this strategy compiles (fusion/planner.py).
 FUSION_KINDS = ("softmax-like",)
@@ -104,26 +107,40 @@ class SoftmaxParams(RowParams):
         return self.threads * self.vector
 
 
-def layout(n: int, bits: int, target: Target) -> tuple[int, int]:
-    """(threads T, vector V) for rows of n elements, the widest being `bits`."""
+def layout(n: int, bits: int, target: Target, reductions: int = 1) -> tuple[int, int]:
+    """(threads T, vector V) for rows of n elements, the widest being `bits`,
+    with `reductions` accumulators in workgroup memory."""
     vector = target.vector_elements(bits, native=True)
     # V divides the row, so that every thread's tile is a whole V-vector
     # (also in the last, shorter chunk): no masks, no dynamic shapes.
     while n % vector:
         vector //= 2
     sg = target.subgroup_size
-    most = max(sg, min(target.preferred_threads, target.max_threads, sg * sg))
-    threads = min(max(next_pow2(math.ceil(n / (vector * VECTORS_PER_THREAD))), sg), most)
+    most = max(sg, min(target.max_threads, sg * sg))
+    per_thread = vector * target.softmax_vectors_per_thread
+    threads = min(max(next_pow2(math.ceil(n / per_thread)), sg), most)
+    # Each reduction keeps a T*V accumulator in workgroup memory: fewer
+    # threads where the row's accumulators would not fit.
+    while threads > sg and _row_shared_bytes(threads, vector, reductions, target) > (
+        target.shared_memory_bytes
+    ):
+        threads //= 2
     return threads, vector
 
 
-def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
-    """Workgroup memory of one row: per reduction its T*V accumulator
-    (f32), its result and one slot per subgroup (counted twice: IREE rounds
-    the slot buffer up). No row is kept: it does not depend on N otherwise."""
-    threads, vector = layout(n, bits, target)
+def _row_shared_bytes(threads: int, vector: int, reductions: int, target: Target) -> int:
+    """Per reduction its T*V accumulator (f32), its result and one slot per
+    subgroup (counted twice: IREE rounds the slot buffer up)."""
     subgroups = max(1, threads // target.subgroup_size)
     return reductions * (threads * vector * 4 + 4 + 2 * subgroups * 4)
+
+
+def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
+    """Workgroup memory of one row: its reductions' accumulators, results and
+    slots (_row_shared_bytes). No row is kept: it does not depend on N
+    otherwise."""
+    threads, vector = layout(n, bits, target, reductions)
+    return _row_shared_bytes(threads, vector, reductions, target)
 
 
 def _bits(type_: ir.Type) -> int:
@@ -195,9 +212,9 @@ def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
         rows, n = d.loop_ranges
     sg = target.subgroup_size
     bits = row_roots.widest_bits(d)
-    threads, vector = layout(n, bits, target)
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
+    threads, vector = layout(n, bits, target, reductions)
     row_bytes = shared_bytes(n, reductions, bits, target)
     if row_bytes > target.shared_memory_bytes:
         return None, f"{row_bytes} bytes of workgroup memory > {target.shared_memory_bytes}"
