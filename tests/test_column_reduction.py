@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from references import SAMPLES
 from support import filecheck
 from tilefuse.dispatch.read import read_dispatches
+from tilefuse.runtime import CompiledModule
 from tilefuse.strategies import column_reduction
 from tilefuse.targets import load_target
 
@@ -301,3 +302,40 @@ def test_integer_combiners(op, dtype):
     low, high = (-3, 4) if op == "multiply" else (-100, 100)
     x = rng.integers(low, high, shape).astype(np_type)
     np.testing.assert_array_equal(module.main(x), reduce_fn(x, axis=0).astype(np_type))
+
+
+COLUMN_SOFTMAX = """func.func @main(%x: tensor<128x33xf32>) -> tensor<128x33xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [0]
+    : (tensor<128x33xf32>, tensor<f32>) -> tensor<33xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [1] : (tensor<33xf32>) -> tensor<128x33xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<128x33xf32>
+  %e = stablehlo.exponential %d : tensor<128x33xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [0]
+    : (tensor<128x33xf32>, tensor<f32>) -> tensor<33xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [1] : (tensor<33xf32>) -> tensor<128x33xf32>
+  %y = stablehlo.divide %e, %sb : tensor<128x33xf32>
+  return %y : tensor<128x33xf32>
+}
+"""
+
+
+def test_a_column_softmax_is_cut_into_kernels_it_has():
+    """jax.nn.softmax(x, axis=0): chained reductions over the outer dim,
+    which the softmax kernel refuses. Left to IREE's formation it was wrong
+    on lavapipe (in plain iree-compile too); the planner cuts it into max,
+    exp(x - max), sum and division, each on a tilefuse kernel."""
+    result = tilefuse.compile_program(COLUMN_SOFTMAX, "vulkan")
+    strategies = [(r.strategy, r.status) for r in result.reports]
+    assert strategies == [
+        ("column_reduction", "applied"),
+        ("loop", "applied"),
+        ("column_reduction", "applied"),
+        ("loop", "applied"),
+    ], [r.line() for r in result.reports]
+    assert not [n for n in result.notes if "FALLBACK" in n], result.notes
+    x = np.random.default_rng(0).standard_normal((128, 33)).astype(np.float32) * 4
+    e = np.exp(x - x.max(0))
+    got = CompiledModule(result.vmfb, "vulkan", result.reports).main(x)
+    np.testing.assert_allclose(got, e / e.sum(0), rtol=1e-5, atol=1e-7)

@@ -505,7 +505,9 @@ def plan_function(
             # A kernel exists: outline only the groups it takes, so that none
             # meets IREE's default codegen inside a region.
             why = kernels.refusal("softmax-like", graph, g, target)
-            parts = split_plan(graph, g, target, kernels) if why else None
+            parts = (
+                (split_plan(graph, g, target, kernels) or split_columns(graph, g)) if why else None
+            )
             if parts:
                 split[g.name] = parts
                 plan.log.append(
@@ -695,6 +697,65 @@ def split_plan(
             return None
         parts.append(described)
     return parts
+
+
+def split_columns(graph: FuncGraph, group: Group) -> list[Group] | None:
+    """A softmax-like group over columns (every reduction over an outer dim:
+    jax.nn.softmax(x, axis=0)), which no kernel keeps on chip, cut into
+    parts that each read what the parts before them stored: per stage (the
+    reductions an op's inputs pass through), the elementwise ops a later
+    stage reads as a loop group, then the stage's reductions with their
+    other producers. softmax over axis 0 is four dispatches: max, exp(x -
+    max), its sum, the division. Left to IREE's own formation instead, its
+    two dispatches came out wrong on lavapipe (docs/findings.md, 'Column
+    softmax'). None unless every part is a group some kernel takes and no
+    part holds chained reductions."""
+    members = set(group.members)
+    nodes = graph.nodes
+    reduces = {i for i in members if nodes[i].cls == "reduce"}
+    if not reduces or not all(_over_outer_dims(nodes[i]) for i in reduces):
+        return None
+    stage: dict[int, int] = {}
+    for i in sorted(members):  # program order: producers first
+        inside = [q for q in nodes[i].producers if q in members]
+        stage[i] = max((stage[q] + (q in reduces) for q in inside), default=0)
+    for i in sorted(members - reduces, reverse=True):
+        # An op reading nothing of the group (a broadcast constant) joins its
+        # first reader's stage rather than make a group of its own.
+        users = [u for u in nodes[i].users if u in members]
+        if users and not any(q in members for q in nodes[i].producers):
+            stage[i] = min(stage[u] for u in users)
+    parts = []
+    for k in sorted(set(stage.values())):
+        ops = {i for i in members if stage[i] == k}
+        if not ops & reduces:
+            parts.append(ops)
+            continue
+        # What later stages (or the function) read of this stage's
+        # elementwise ops, with what it is computed from: stored by a loop group.
+        read_later = [
+            i
+            for i in ops - reduces
+            if nodes[i].returned or any(u in members and stage[u] > k for u in nodes[i].users)
+        ]
+        stored = set()
+        for i in read_later:
+            stored |= upstream_members(graph, ops, nodes[i]) | {i}
+        stored -= reduces
+        parts += [part for part in (stored, ops - stored) if part]
+    groups = [_describe(graph, sorted(part)) for part in parts]
+    if any(
+        g.kind in ("softmax-like", "other") or has_chained_reductions(graph, set(g.members))
+        for g in groups
+    ):
+        return None
+    return groups
+
+
+def _over_outer_dims(node) -> bool:
+    """A reduce whose dimensions leave its operand's innermost dim."""
+    rank = len(node.operand_shapes[0] or [])
+    return rank > 1 and rank - 1 not in node.ints("dimensions")
 
 
 CONCATENATE = "stablehlo.concatenate"
