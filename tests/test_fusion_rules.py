@@ -528,3 +528,38 @@ def test_rank_3_softmax_with_a_broadcast_across_rows_stays_with_iree():
     assert not any("viewed as" in line for line in p.log), p.log
     (group,) = [g for g in p.all_groups() if g.kind == "softmax-like"]
     assert not group.outlined and "rank-3" in group.why_not_outlined
+
+
+# From jax.grad of a layer norm (reduced): the loop group around op 7 reads
+# the row reduction, which reads op 3, whose group reads op 0. Merging op 0's
+# group with op 10's would close a cycle no op-level path shows: the third
+# group is entered at op 7 and left at op 10's producer.
+GROUP_LEVEL_CYCLE = """
+  %17 = stablehlo.rsqrt %c16 : tensor<16x1xf32>
+  %18 = stablehlo.divide %17, %c16 : tensor<16x1xf32>
+  %20 = stablehlo.multiply %c19, %18 : tensor<16x1xf32>
+  %33 = stablehlo.multiply %c25, %c32 : tensor<16x48xf32>
+  %35 = stablehlo.multiply %c14, %33 : tensor<16x48xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %36 = stablehlo.reduce(%35 init: %zero) applies stablehlo.add across dimensions = [1]
+    : (tensor<16x48xf32>, tensor<f32>) -> tensor<16xf32>
+  %37 = stablehlo.reshape %36 : (tensor<16xf32>) -> tensor<16x1xf32>
+  %38 = stablehlo.broadcast_in_dim %17, dims = [0, 1] : (tensor<16x1xf32>) -> tensor<16x48xf32>
+  %39 = stablehlo.multiply %33, %38 : tensor<16x48xf32>
+  %40 = stablehlo.multiply %37, %20 : tensor<16x1xf32>
+  %45 = stablehlo.divide %40, %c44 : tensor<16x1xf32>
+  %46 = stablehlo.reshape %45 : (tensor<16x1xf32>) -> tensor<16xf32>
+  %47 = stablehlo.broadcast_in_dim %46, dims = [0] : (tensor<16xf32>) -> tensor<16x48xf32>
+  %48 = stablehlo.multiply %47, %c8 : tensor<16x48xf32>
+  %52 = stablehlo.add %39, %48 : tensor<16x48xf32>
+  return %52 : tensor<16x48xf32>"""
+
+
+def test_merges_that_close_a_cycle_through_a_third_group_are_refused():
+    args = ", ".join(
+        f"%c{n}: tensor<16x{w}xf32>"
+        for n, w in [(8, 48), (14, 48), (16, 1), (19, 1), (25, 48), (32, 48), (44, 1)]
+    )
+    p, _ = plan(GROUP_LEVEL_CYCLE, args, "tensor<16x48xf32>")  # outlining raised before
+    assert any("would form a cycle between groups" in line for line in p.log), p.log
+    assert all(g.outlined for g in p.all_groups() if g.kind != "other"), kinds(p)

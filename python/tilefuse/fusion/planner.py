@@ -321,6 +321,11 @@ class FuncPlan:
         return self._path_outside(a, b) or self._path_outside(b, a)
 
     def _path_outside(self, src: set[int], dst: set[int]) -> bool:
+        """A path from src to dst through other ops, a third group taken
+        whole: a group is one dispatch, so what enters it at one member
+        leaves it at every member (b -> c -> [x ... y] -> a, where the
+        group reads c at x and a reads it at y, is a cycle once a and b
+        merge, though no op-level path joins them)."""
         nodes = self.graph.nodes
         stack = [u for i in src for u in nodes[i].users if u not in src and u not in dst]
         seen = set()
@@ -328,11 +333,13 @@ class FuncPlan:
             i = stack.pop()
             if i in seen:
                 continue
-            seen.add(i)
-            for u in nodes[i].users:
+            group = self.group_of.get(i)
+            whole = self.members.get(group, {i})
+            seen |= whole
+            for u in (u for m in whole for u in nodes[m].users):
                 if u in dst:
                     return True
-                if u not in src:
+                if u not in src and u not in seen:
                     stack.append(u)
         return False
 
