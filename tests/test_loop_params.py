@@ -1,5 +1,6 @@
 """Unit tests of the loop chooser: sizes that divide get exact tiles, others masks."""
 
+import tilefuse
 from tilefuse.dispatch.read import Dispatch, Operand
 from tilefuse.strategies import choose
 from tilefuse.strategies.loop import plan
@@ -60,3 +61,34 @@ def test_reduction_root_is_not_a_loop_kernel():
 def test_grid_limit_is_respected():
     p, why = plan(elementwise((9_000_000, 1)), load_target("vulkan"))
     assert p is None and "grid y" in why
+
+
+# A softmax left to IREE's formation ahead of a transposed write (a Llama
+# block's attention): IREE keeps it as one linalg.softmax producing the
+# transpose's input. The loop kernel would fuse it as if elementwise (the
+# build left linalg.softmax whole and the kernel check refused it).
+SOFTMAX_THEN_TRANSPOSE = """#map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#map1 = affine_map<(d0, d1, d2, d3) -> (d0, d3, d1, d2)>
+func.func @main(%arg0: tensor<2x4x16x16xf32>) -> tensor<2x16x4x16xf32> {
+  %0 = flow.dispatch.region -> (tensor<2x16x4x16xf32>) {
+    %1 = tensor.empty() : tensor<2x16x4x16xf32>
+    %2 = tensor.empty() : tensor<2x4x16x16xf32>
+    %3 = linalg.softmax dimension(3) ins(%arg0 : tensor<2x4x16x16xf32>)
+        outs(%2 : tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+    %4 = linalg.generic {indexing_maps = [#map, #map1],
+        iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+        ins(%3 : tensor<2x4x16x16xf32>) outs(%1 : tensor<2x16x4x16xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    } -> tensor<2x16x4x16xf32>
+    flow.return %4 : tensor<2x16x4x16xf32>
+  }
+  return %0 : tensor<2x16x4x16xf32>
+}
+"""
+
+
+def test_a_reducing_producer_is_refused_before_a_build():
+    (report,) = tilefuse.compile_program(SOFTMAX_THEN_TRANSPOSE, "vulkan").reports
+    assert report.strategy is None and "FALLBACK" not in report.line(), report.line()
+    assert "loop: a producer reduces (linalg.softmax)" in report.line(), report.line()

@@ -701,3 +701,44 @@ def test_int8_matmul_assembles_without_spills(target):
     (report,) = tilefuse.compile_program(_int8_program(64, 128, 96, True), target).reports
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
     assert report.spill_bytes == 0, report.line()
+
+
+# Found by an unseen-program sweep, each a build the kernel check refused
+# (IREE's codegen then ran it): an MLP weight gradient, (x^T @ g)^T with M
+# = 5, on ragged tiles (IREE copies a masked tile written transposed); and
+# a batch of [8, 4] @ [4, 1] (a selective scan's), whose one K step of 4
+# folded the K loop away.
+SWEEP_CASES = {
+    "transposed write, ragged M": (
+        """func.func @main(%a: tensor<16x5xf32>, %b: tensor<16x32xf32>) -> tensor<32x5xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [0] x [0]
+      : (tensor<16x5xf32>, tensor<16x32xf32>) -> tensor<5x32xf32>
+  %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<5x32xf32>) -> tensor<32x5xf32>
+  %2 = stablehlo.exponential %1 : tensor<32x5xf32>
+  return %2 : tensor<32x5xf32>
+}""",
+        [(16, 5), (16, 32)],
+        lambda a, b: np.exp(a.T @ b).T,
+    ),
+    "K of 4, N of 1": (
+        """func.func @main(%a: tensor<32x8x4xf32>, %b: tensor<32x4x1xf32>) -> tensor<32x8x1xf32> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<32x8x4xf32>, tensor<32x4x1xf32>) -> tensor<32x8x1xf32>
+  return %0 : tensor<32x8x1xf32>
+}""",
+        [(32, 8, 4), (32, 4, 1)],
+        lambda a, b: a @ b,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SWEEP_CASES))
+def test_shapes_the_kernel_check_refused_take_exact_tiles(case):
+    text, shapes, reference = SWEEP_CASES[case]
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want = reference(*(a.astype(np.float64) for a in args))
+    np.testing.assert_allclose(module.main(*args), want, rtol=1e-5, atol=1e-5)

@@ -77,6 +77,12 @@ def _check(d: Dispatch) -> str | None:
     if serial_pad:
         return serial_pad
     others = len(d.ops) - 1  # d.ops lists the computing ops, the root among them
+    reducing = [p for p in d.input_producers if p in REDUCING_PRODUCERS]
+    if reducing:
+        # Fused into a tile, such an op would compute only the tile's slice
+        # of what it reduces over (and linalg.softmax is not tileable here:
+        # the kernel kept it whole).
+        return f"a producer reduces ({reducing[0]}): only elementwise producers are fused"
     fusable = [p for p in d.input_producers if p and p.startswith("linalg.")]
     fusable += [p for p in d.input_producers if p == "tensor.pad"]
     # A reshape of a load (IREE keeps one when the load is a strided slice,
@@ -91,6 +97,9 @@ def _check(d: Dispatch) -> str | None:
 
 
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+# Named ops among a root's producers that reduce (IREE leaves a softmax
+# before a transposed write as one linalg.softmax in the dispatch).
+REDUCING_PRODUCERS = ("linalg.softmax", "linalg.reduce")
 
 
 def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:

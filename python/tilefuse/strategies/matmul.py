@@ -122,6 +122,10 @@ def _check(d: Dispatch, target: Target) -> str | None:
     if why:
         return why
     (c,) = d.contractions
+    if c.k[0] == 1:
+        # No K loop for the multiply-adds to sit in (the kernel check
+        # refuses such a build): an outer product is elementwise work.
+        return "K of 1 (an outer product: no K loop)"
     types = {c.lhs.element_type, c.rhs.element_type, c.result.element_type}
     operands = {c.lhs.element_type, c.rhs.element_type}
     if len(operands) == 1 and operands <= {"f16", "bf16"} and c.result.element_type == "f32":
@@ -221,6 +225,13 @@ def _largest_dividing(n: int, sizes) -> int:
     return next(s for s in sizes if n % s == 0)
 
 
+def _k_step(k: int) -> int:
+    """The largest K step dividing K that leaves a loop of two steps or more:
+    with one step (K = 4) the loop folds away and the kernel check, which
+    looks for the multiply-adds in a loop, refuses the build."""
+    return next((s for s in K_STEPS if k % s == 0 and k // s >= 2), 1)
+
+
 def _thread_tiles(m: int, n: int, target: Target) -> list[tuple[int, int, int, int]]:
     """(tm, tn, threads x, threads y) candidates, best first: the largest
     thread tile (more reuse of each loaded element) whose workgroup still
@@ -296,7 +307,7 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
         matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
         workgroup_tile=(tm * threads_y, tn * threads_x),
         thread_tile=(tm, tn),
-        k_step=_largest_dividing(k, K_STEPS),
+        k_step=_k_step(k),
         vector=math.gcd(tn, VECTOR),
         epilogue=epilogue,
         batch=bool(c.batch),
@@ -341,6 +352,11 @@ def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
         # to ragged workgroups fails ("tracking listener failed to find
         # replacement op"); the exact tiles take it.
         return f"an epilogue with {len(d.outputs)} results (ragged tiles take one)"
+    if d.root_op != c.op and not d.output_maps_identity:
+        # Found on an MLP's weight gradient ((x^T @ g)^T, M = 5): IREE's
+        # bufferization copies a masked tile written transposed (the kernel
+        # check finds the buffer); the exact tiles take such epilogues.
+        return "an epilogue that writes its result transposed (ragged tiles write rows)"
     _, why = _ragged_types(d)
     return why
 
