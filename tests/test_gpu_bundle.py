@@ -132,12 +132,14 @@ def test_vulkan_bundle_runs_without_the_compiler(tmp_path):
             assert kernels["seconds_per_call"] == pytest.approx(4e-6 / repeat)
     assert "kernel times (ncu)" in run.stdout
     assert "softmax_f32" in run.stdout and "add_f32" in run.stdout
-    # The bandwidth reference: a copy through JAX (8 MiB read, 8 written),
-    # and each model's rate as a fraction of it; a CPU names no HBM peak.
+    # The bandwidth reference: a copy through JAX here, where torch has no
+    # CUDA device (8 MiB read, 8 written), and each model's rate as a
+    # fraction of it; a CPU names no HBM peak.
     copy = results["copy"]
     assert (
         copy["status"] == "ok" and copy["bytes"] == 2 * 8 * 2**20 and copy["bytes_per_second"] > 0
     )
+    assert copy["through"] == "jax" and "no CUDA device" in copy["torch_status"], copy
     assert all(m["fraction_of_copy"] > 0 for m in results["models"])
     assert "hbm_peak" not in results and "copy reference:" in run.stdout
 

@@ -529,11 +529,53 @@ COPY_QUEUE = 10
 
 
 def copy_reference(nbytes: int, repeats: int, warmup: int) -> dict:
-    """A device-to-device copy of `nbytes` through JAX on its default device
-    (XLA copies a returned argument that is not donated into a new buffer),
-    timed as xla_peer times, COPY_QUEUE copies back to back: the bytes read
-    and written per second, and the device's name. Any failure is its
-    status, never the run's."""
+    """A device-to-device copy of `nbytes`, timed as the bandwidth reference:
+    through PyTorch (`copy_` into a buffer allocated once, CUDA events around
+    COPY_QUEUE copies) where it has a CUDA device, else through JAX. The
+    JAX copy allocates its result every time and is timed on the host: on
+    an H200 it read 3.5-3.6 TB/s, below what tilefuse's own kernels reached
+    (docs/gpu-results.md), where a torch copy reads about 4.3. The result
+    says which copy it is (`through`) and why torch's was not used. Any
+    failure is its status, never the run's."""
+    torch_copy = _torch_copy(nbytes, repeats, warmup)
+    if torch_copy["status"] == "ok":
+        return torch_copy
+    result = _jax_copy(nbytes, repeats, warmup)
+    result["torch_status"] = torch_copy["status"]
+    return result
+
+
+def _torch_copy(nbytes: int, repeats: int, warmup: int) -> dict:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return {"status": "unavailable: torch has no CUDA device"}
+        source = torch.zeros(nbytes // 4, dtype=torch.float32, device="cuda")
+        target = torch.empty_like(source)
+        for _ in range(warmup):
+            target.copy_(source)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(COPY_QUEUE):
+                target.copy_(source)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3 / COPY_QUEUE)  # ms -> s
+        name = torch.cuda.get_device_name()
+    except Exception as e:  # noqa: BLE001 -- a reference's failure is a finding, not a crash
+        return {"status": f"unavailable: {type(e).__name__}: {str(e)[:300]}"}
+    return _copy_result("torch (CUDA events)", name, name, nbytes, statistics.median(times))
+
+
+def _jax_copy(nbytes: int, repeats: int, warmup: int) -> dict:
+    """The copy through JAX on its default device (XLA copies a returned
+    argument that is not donated into a new buffer), timed as xla_peer
+    times, COPY_QUEUE copies back to back."""
     try:
         import jax
 
@@ -555,11 +597,16 @@ def copy_reference(nbytes: int, repeats: int, warmup: int) -> dict:
             del copies
     except Exception as e:  # noqa: BLE001 -- a reference's failure is a finding, not a crash
         return {"status": f"unavailable: {type(e).__name__}: {str(e)[:300]}"}
-    seconds = statistics.median(times)
+    kind = getattr(device, "device_kind", "")
+    return _copy_result("jax", str(device), kind, nbytes, statistics.median(times))
+
+
+def _copy_result(through: str, device: str, kind: str, nbytes: int, seconds: float) -> dict:
     return {
         "status": "ok",
-        "device": str(device),
-        "device_kind": getattr(device, "device_kind", ""),
+        "through": through,
+        "device": device,
+        "device_kind": kind,
         "bytes": 2 * nbytes,
         "seconds": seconds,
         "bytes_per_second": 2 * nbytes / seconds,
@@ -696,7 +743,7 @@ def run_bundle(
     config = open_device(device)
     reference = {}
     if "xla" in peers and copy_bytes:
-        progress(f"copy of {copy_bytes / 2**20:.0f} MiB through JAX: the bandwidth reference")
+        progress(f"copy of {copy_bytes / 2**20:.0f} MiB: the bandwidth reference")
         reference["copy"] = copy_reference(copy_bytes, repeats, warmup)
         peak = hbm_peak(
             reference["copy"].get("device_kind", ""), manifest.get("hbm_bytes_per_second", {})
@@ -774,7 +821,8 @@ def summary_lines(run: dict) -> list[str]:
     copy = run.get("copy")
     if copy:
         rate = f"{copy['bytes_per_second'] / 1e9:.1f} GB/s" if copy["status"] == "ok" else "-"
-        lines.append(f"copy reference: {rate} ({copy['status']})")
+        through = f", through {copy['through']}" if copy.get("through") else ""
+        lines.append(f"copy reference: {rate} ({copy['status']}{through})")
     if run.get("hbm_peak"):
         peak = run["hbm_peak"]
         lines.append(f"HBM peak: {peak['bytes_per_second'] / 1e9:.0f} GB/s ({peak['gpu']})")
