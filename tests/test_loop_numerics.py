@@ -260,3 +260,23 @@ def test_bool_inputs_are_fused_producers():
     x = rng.standard_normal((32, 48)).astype(np.float32)
     m = rng.random((32, 48)) > 0.5
     np.testing.assert_allclose(module.main(x, m), np.where(m, np.exp(x), 0), rtol=1e-6)
+
+
+def test_a_piece_written_at_an_unaligned_offset_keeps_its_place():
+    """concatenate(x: 6 x f32, exp(y)): IREE writes exp(y) into the result's
+    buffer at byte 24, and on SPIR-V a binding is indexed by whole vectors:
+    4-wide stores landed at byte 16 (two elements early, the last two left
+    stale). Found by an unseen-program sweep (jnp.pad(mode="reflect") along
+    rows too); the loop kernel now takes vectors that divide the offset."""
+    text = """func.func @main(%x: tensor<6xf32>, %y: tensor<12xf32>) -> tensor<18xf32> {
+  %e = stablehlo.exponential %y : tensor<12xf32>
+  %c = stablehlo.concatenate %x, %e, dim = 0 : (tensor<6xf32>, tensor<12xf32>) -> tensor<18xf32>
+  return %c : tensor<18xf32>
+}
+"""
+    module = tilefuse.compile(text, target="vulkan")
+    lines = [r.line() for r in module.reports if r.strategy == "loop"]
+    assert lines and all("vector=2" in line for line in lines), lines
+    x = np.arange(6, dtype=np.float32)
+    y = np.linspace(0, 1, 12, dtype=np.float32)
+    np.testing.assert_allclose(module.main(x, y), np.concatenate([x, np.exp(y)]), rtol=1e-6)

@@ -169,7 +169,11 @@ def plan(
     # The accumulator vector must be legal too (SPIR-V: at most 4 elements),
     # so an f16 input summed in f32 reads 4-element vectors.
     bits = max(o.bits for o in d.inputs + d.outputs)
-    max_vector = target.vector_elements(bits, any(o.element_type == "bf16" for o in d.inputs))
+    max_vector = target.vector_elements(
+        bits,
+        any(o.element_type == "bf16" for o in d.inputs),
+        offset_alignment=d.offset_alignment,
+    )
     vector = min(max_vector, next_pow2(kept))
     # A kept dim narrower than a subgroup's vectors is all ragged edge: every
     # load would be masked, which costs more than narrower unmasked loads

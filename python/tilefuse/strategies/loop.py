@@ -118,6 +118,7 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
         target,
         exact_only=bool(d.pad_inputs),
         sign_extends=d.sign_extends_narrow,
+        offset_alignment=d.offset_alignment,
     )
     if params is None:
         return None, why_not
@@ -179,6 +180,7 @@ def _layout(
     target: Target,
     exact_only: bool = False,
     sign_extends: bool = False,
+    offset_alignment: int = 0,
 ) -> tuple[LoopParams | None, str]:
     """Tiles, threads and vector for a root of this shape, or None and why
     (no root inputs yet: `plan` adds the dispatch's).
@@ -191,7 +193,9 @@ def _layout(
     rank = len(shape)
     n = shape[-1]
     # Vector: as many elements as fit vector_bits, and it must divide the row.
-    max_vector = target.vector_elements(bits, bf16, sign_extends=sign_extends)
+    max_vector = target.vector_elements(
+        bits, bf16, sign_extends=sign_extends, offset_alignment=offset_alignment
+    )
     vector = 1
     while vector * 2 <= max_vector and n % (vector * 2) == 0:
         vector *= 2

@@ -225,6 +225,13 @@ def _largest_dividing(n: int, sizes) -> int:
     return next(s for s in sizes if n % s == 0)
 
 
+def _aligned_vector(d: Dispatch, target: Target) -> int:
+    """VECTOR, or fewer where a binding's offset does not align it on
+    SPIR-V (Target.vector_elements: a matmul written into a concatenate)."""
+    bits = max(o.bits for o in (*d.inputs, *d.outputs))
+    return min(VECTOR, target.vector_elements(bits, offset_alignment=d.offset_alignment))
+
+
 def _k_step(k: int) -> int:
     """The largest K step dividing K that leaves a loop of two steps or more:
     with one step (K = 4) the loop folds away and the kernel check, which
@@ -308,7 +315,7 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
         workgroup_tile=(tm * threads_y, tn * threads_x),
         thread_tile=(tm, tn),
         k_step=_k_step(k),
-        vector=math.gcd(tn, VECTOR),
+        vector=math.gcd(tn, _aligned_vector(d, target)),
         epilogue=epilogue,
         batch=bool(c.batch),
         m_loop=bool(c.m),
@@ -352,6 +359,11 @@ def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
         # to ragged workgroups fails ("tracking listener failed to find
         # replacement op"); the exact tiles take it.
         return f"an epilogue with {len(d.outputs)} results (ragged tiles take one)"
+    if _aligned_vector(d, target) < VECTOR:
+        return (
+            f"a binding at an offset of {d.offset_alignment} bytes, which "
+            f"{VECTOR}-wide vectors would not align (ragged tiles write them)"
+        )
     if d.root_op != c.op and not d.output_maps_identity:
         # Found on an MLP's weight gradient ((x^T @ g)^T, M = 5): IREE's
         # bufferization copies a masked tile written transposed (the kernel

@@ -79,11 +79,15 @@ class RowReductionParams(RowParams):
 
 def _vector(d: Dispatch, target: Target, n: int) -> int:
     bits = max(o.bits for o in d.inputs) if d.inputs else d.outputs[0].bits
-    vector = target.vector_elements(bits, any(o.element_type == "bf16" for o in d.inputs))
+    bf16 = any(o.element_type == "bf16" for o in d.inputs)
+    vector = target.vector_elements(bits, bf16, offset_alignment=d.offset_alignment)
     if target.backend == "spirv":
         # SPIR-V vectors hold at most 4 elements: an f32 accumulator of an
         # 8-wide f16 load does not legalize there, so size V by it too.
-        vector = min(vector, target.vector_elements(d.outputs[0].bits))
+        vector = min(
+            vector,
+            target.vector_elements(d.outputs[0].bits, offset_alignment=d.offset_alignment),
+        )
         # IREE 3.13 lowers a lane's `vector.reduction <maximumf|minimumf>`
         # of V > 1 elements to a chain of GL.FMax/FMin, which drops NaN
         # (lavapipe: max of a row holding a NaN came back finite). With

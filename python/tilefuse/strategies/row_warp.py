@@ -102,7 +102,7 @@ def _vector(
     bits: int, d: Dispatch, n: int, threads: int, target: Target, normalization: bool
 ) -> int:
     bf16 = any(o.element_type == "bf16" for o in d.inputs)
-    vector = target.vector_elements(bits, bf16, native=True)
+    vector = target.vector_elements(bits, bf16, native=True, offset_alignment=d.offset_alignment)
     while vector > 1 and threads * vector > n:
         vector //= 2
     chunks = n // (threads * vector)

@@ -107,10 +107,13 @@ class SoftmaxParams(RowParams):
         return self.threads * self.vector
 
 
-def layout(n: int, bits: int, target: Target, reductions: int = 1) -> tuple[int, int]:
+def layout(
+    n: int, bits: int, target: Target, reductions: int = 1, offset_alignment: int = 0
+) -> tuple[int, int]:
     """(threads T, vector V) for rows of n elements, the widest being `bits`,
-    with `reductions` accumulators in workgroup memory."""
-    vector = target.vector_elements(bits, native=True)
+    with `reductions` accumulators in workgroup memory (`offset_alignment`:
+    Target.vector_elements)."""
+    vector = target.vector_elements(bits, native=True, offset_alignment=offset_alignment)
     # V divides the row, so that every thread's tile is a whole V-vector
     # (also in the last, shorter chunk): no masks, no dynamic shapes.
     while n % vector:
@@ -135,11 +138,13 @@ def _row_shared_bytes(threads: int, vector: int, reductions: int, target: Target
     return reductions * (threads * vector * 4 + 4 + 2 * subgroups * 4)
 
 
-def shared_bytes(n: int, reductions: int, bits: int, target: Target) -> int:
+def shared_bytes(
+    n: int, reductions: int, bits: int, target: Target, offset_alignment: int = 0
+) -> int:
     """Workgroup memory of one row: its reductions' accumulators, results and
     slots (_row_shared_bytes). No row is kept: it does not depend on N
     otherwise."""
-    threads, vector = layout(n, bits, target, reductions)
+    threads, vector = layout(n, bits, target, reductions, offset_alignment)
     return _row_shared_bytes(threads, vector, reductions, target)
 
 
@@ -214,8 +219,8 @@ def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
     bits = row_roots.widest_bits(d)
     generics = [op for op in d.op_summaries if op.name == "linalg.generic"]
     reductions = sum(op.iterator_types[-1] == "reduction" for op in generics)
-    threads, vector = layout(n, bits, target, reductions)
-    row_bytes = shared_bytes(n, reductions, bits, target)
+    threads, vector = layout(n, bits, target, reductions, d.offset_alignment)
+    row_bytes = shared_bytes(n, reductions, bits, target, d.offset_alignment)
     if row_bytes > target.shared_memory_bytes:
         return None, f"{row_bytes} bytes of workgroup memory > {target.shared_memory_bytes}"
     # Rows share a workgroup up to packed_synced_row_threads, not the row
