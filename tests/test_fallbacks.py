@@ -226,6 +226,28 @@ def test_crash_message_is_not_a_stack_frame():
     )
 
 
+def test_a_silent_crash_names_the_op_of_the_last_diagnostic():
+    """A dot_general over a zero-size dim crashes iree-compile 3.13 with no
+    message of its own; the error named the caret under a warning ("^").
+    Now it is the warning's place in the user's file, and what it said; a
+    caret line never joins the location of the line after it."""
+    stderr = (
+        "m.mlir:2:8: warning: reads uninitialized values\n"
+        "  %0 = stablehlo.dot_general %x, %x\n"
+        "       ^\n"
+        "m.mlir:1:1: note: called from\n"
+        "func.func @main(%x: tensor<0x4xf32>) {\n"
+        "^\n"
+        "Please report issues to https://github.com/iree-org/iree/issues\n"
+        "Stack dump:\n0.\tProgram arguments: iree-compile m.mlir\n"
+    )
+    assert first_error(stderr) == (
+        "m.mlir:2:8: iree-compile crashed on this op (its last diagnostic, "
+        "a warning: reads uninitialized values)"
+    )
+    assert first_error("^\nm.mlir:3:4: error: boom\n") == "m.mlir:3:4: boom"
+
+
 CONCAT_STORED = """func.func @main(%x: tensor<16x8xf32>) -> tensor<16x16xf32> {
   %0 = stablehlo.exponential %x : tensor<16x8xf32>
   %1 = stablehlo.concatenate %0, %0, dim = 1 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x16xf32>

@@ -1,4 +1,4 @@
-"""Unsigned integer programs (JAX's uint8 images, bit manipulation).
+"""Unsigned integer and complex programs (JAX's uint8 images, bit manipulation, FFT outputs).
 
 IREE stores a ui8 tensor as i8 and records the declared type in the ABI
 (`tensor<4xi8> {iree.abi.encoding = tensor<4xui8>}`): the runtime reads the
@@ -44,3 +44,25 @@ def test_unsigned_programs_keep_their_fusion_and_run_right():
     want = np.where(a > b, (a + b) // np.uint8(3), a >> np.uint8(1)).astype(np.uint8)
     np.testing.assert_array_equal(m, want)
     np.testing.assert_array_equal(g, a.astype(np.float32) ** 2)
+
+
+COMPLEX = """func.func @main(%z: tensor<4xcomplex<f32>>) -> (tensor<4xcomplex<f32>>, tensor<4xf32>) {
+  %0 = stablehlo.multiply %z, %z : tensor<4xcomplex<f32>>
+  %1 = stablehlo.abs %z : (tensor<4xcomplex<f32>>) -> tensor<4xf32>
+  return %0, %1 : tensor<4xcomplex<f32>>, tensor<4xf32>
+}
+"""
+
+
+def test_complex_arguments_and_results():
+    """A complex tensor's type nests angle brackets (`tensor<4xcomplex<f32>>`)
+    and holds an x: the ABI declaration was read as `4xcomple`, and every
+    call raised a ValueError. Found by an unseen-program sweep."""
+    result = tilefuse.compile_program(COMPLEX, "vulkan")
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    assert [(s.shape, s.dtype) for s in module.main.arg_specs] == [((4,), "complex<f32>")]
+    z = (np.arange(4) + 1j * np.arange(4)[::-1]).astype(np.complex64)
+    square, magnitude = module.main(z)
+    assert square.dtype == np.complex64
+    np.testing.assert_allclose(square, z * z, rtol=1e-6)
+    np.testing.assert_allclose(magnitude, np.abs(z), rtol=1e-6)

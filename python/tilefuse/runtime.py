@@ -29,6 +29,8 @@ DTYPES = {
     "ui16": np.dtype(np.uint16),
     "ui32": np.dtype(np.uint32),
     "ui64": np.dtype(np.uint64),
+    "complex<f32>": np.dtype(np.complex64),
+    "complex<f64>": np.dtype(np.complex128),
 }
 if _BF16 is not None:
     DTYPES["bf16"] = _BF16
@@ -47,13 +49,46 @@ class TensorSpec:
 
 # One argument or result of an ABI declaration: its type, then the type the
 # program declared where IREE stores it as another (`tensor<4xi8>
-# {iree.abi.encoding = tensor<4xui8>}` for an unsigned tensor).
-_TENSOR = re.compile(r"%\w+: tensor<([^>]*)>(?: \{iree\.abi\.encoding = tensor<([^>]*)>\})?")
+# {iree.abi.encoding = tensor<4xui8>}` for an unsigned tensor). Types nest
+# angle brackets (`tensor<4xcomplex<f32>>`): _tensor_types reads them.
+_ARGUMENT = re.compile(r"%\w+: (?=tensor<)")
+_ENCODING = " {iree.abi.encoding = "
+
+
+def _balanced(text: str, start: int) -> int:
+    """The index after the `>` closing the `<` of the type at `start`."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "<":
+            depth += 1
+        elif text[i] == ">":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    raise TilefuseError(f"unbalanced type in the module's ABI declaration: {text[start:]}")
+
+
+def _tensor_types(text: str) -> list[str]:
+    """The declared type of each tensor argument (or result) in `text`, the
+    body inside `tensor<...>`: the ABI encoding's where there is one."""
+    found = []
+    for m in _ARGUMENT.finditer(text):
+        end = _balanced(text, m.end())
+        body = text[m.end() + len("tensor<") : end - 1]
+        if text.startswith(_ENCODING + "tensor<", end):
+            start = end + len(_ENCODING)
+            body = text[start + len("tensor<") : _balanced(text, start) - 1]
+        found.append(body)
+    return found
 
 
 def _parse_spec(text: str) -> TensorSpec:
-    *dims, dtype = text.split("x")
-    return TensorSpec(tuple(int(d) if d != "?" else -1 for d in dims), dtype)
+    # The element type is all after the last dim: "4xcomplex<f32>" holds an x.
+    dims = []
+    while (m := re.match(r"(\d+|\?)x", text)) is not None:
+        dims.append(int(m.group(1)) if m.group(1) != "?" else -1)
+        text = text[m.end() :]
+    return TensorSpec(tuple(dims), text)
 
 
 def signature(function: rt.VmFunction) -> tuple[list[TensorSpec], list[TensorSpec]]:
@@ -61,8 +96,8 @@ def signature(function: rt.VmFunction) -> tuple[list[TensorSpec], list[TensorSpe
     decl = function.reflection.get("iree.abi.declaration", "")
     args_text, _, results_text = decl.partition("->")
     return (
-        [_parse_spec(declared or stored) for stored, declared in _TENSOR.findall(args_text)],
-        [_parse_spec(declared or stored) for stored, declared in _TENSOR.findall(results_text)],
+        [_parse_spec(t) for t in _tensor_types(args_text)],
+        [_parse_spec(t) for t in _tensor_types(results_text)],
     )
 
 

@@ -74,8 +74,13 @@ def _text(data) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-_ERROR_LINE = re.compile(r"^(?P<loc>[^\s:][^:]*:\d+:\d+): error: (?P<msg>.*)$", re.MULTILINE)
+_ERROR_LINE = re.compile(r"^(?P<loc>[^\s:][^:\n]*:\d+:\d+): error: (?P<msg>.*)$", re.MULTILINE)
 _CRASH = "Please report issues to"
+# A diagnostic that names where it is: IREE's last one before a crash that
+# says nothing itself locates the op it was working on.
+_DIAGNOSTIC = re.compile(
+    r"^(?P<loc>[^\s:][^:\n]*:\d+:\d+): (?P<kind>warning|remark): (?P<msg>.*)$", re.MULTILINE
+)
 
 
 def first_error(stderr: str) -> str:
@@ -87,11 +92,32 @@ def first_error(stderr: str) -> str:
         return f"{m.group('loc')}: {m.group('msg')}"
     if _CRASH in stderr:
         before = stderr.split(_CRASH, 1)[0]
+        # What the crash says (an assertion, LLVM ERROR), not the source
+        # lines and carets IREE prints under each diagnostic.
         said = [line.strip() for line in before.splitlines() if line.strip()]
-        said = [line for line in said if not line.startswith("WARNING")]
-        return "iree-compile crashed" + (f": {said[-1]}" if said else "")
+        said = [
+            line
+            for line in said
+            if not line.startswith("WARNING") and not _DIAGNOSTIC.match(line) and _says(line)
+        ]
+        if said:
+            return f"iree-compile crashed: {said[-1]}"
+        located = list(_DIAGNOSTIC.finditer(before))
+        if located:
+            last = located[-1]
+            return (
+                f"{last['loc']}: iree-compile crashed on this op (its last diagnostic, "
+                f"a {last['kind']}: {last['msg'][:200]})"
+            )
+        return "iree-compile crashed"
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "iree-compile failed with no message"
+
+
+def _says(line: str) -> bool:
+    """A crash's own words: not a source line IREE quoted under a
+    diagnostic (those follow a `file:line:col:` line) nor its caret."""
+    return line.startswith(("Assertion", "LLVM ERROR", "UNREACHABLE", "terminate", "error:"))
 
 
 def mentions(output: str, name: str) -> bool:
