@@ -563,3 +563,26 @@ def test_merges_that_close_a_cycle_through_a_third_group_are_refused():
     p, _ = plan(GROUP_LEVEL_CYCLE, args, "tensor<16x48xf32>")  # outlining raised before
     assert any("would form a cycle between groups" in line for line in p.log), p.log
     assert all(g.outlined for g in p.all_groups() if g.kind != "other"), kinds(p)
+
+
+def test_dynamic_shapes_are_left_to_iree_not_an_internal_error():
+    """jax.export with a symbolic dim gives tensor<?x16xf32>: the planner
+    read its shape as None and raised (the whole plan dropped); such ops
+    now stay out of every group, and the log says why."""
+    body = """  %t = stablehlo.tanh %x : tensor<?x16xf32>
+  %y = stablehlo.add %t, %x : tensor<?x16xf32>
+  return %y : tensor<?x16xf32>"""
+    p, _ = plan(body, "%x: tensor<?x16xf32>", "tensor<?x16xf32>")
+    assert not [g for g in p.all_groups() if g.outlined], kinds(p)
+    assert any("a result of dynamic shape" in line for line in p.log), p.log
+
+
+def test_a_complex_constant_is_not_an_internal_error():
+    """The MLIR bindings cannot read a complex dense attribute; the planner
+    asked whether it was a splat and raised (the whole plan dropped)."""
+    body = """  %i = stablehlo.constant dense<(0.0, 1.0)> : tensor<complex<f32>>
+  %b = stablehlo.broadcast_in_dim %i, dims = [] : (tensor<complex<f32>>) -> tensor<8xcomplex<f32>>
+  %y = stablehlo.multiply %z, %b : tensor<8xcomplex<f32>>
+  return %y : tensor<8xcomplex<f32>>"""
+    p, _ = plan(body, "%z: tensor<8xcomplex<f32>>", "tensor<8xcomplex<f32>>")
+    assert p.all_groups(), kinds(p)

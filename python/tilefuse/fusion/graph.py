@@ -73,7 +73,11 @@ class Node:
     def is_splat_constant(self) -> bool:
         if self.cls != "constant" or "value" not in self.op.attributes:
             return False
-        dense = try_cast(ir.DenseElementsAttr, self.op.attributes["value"])
+        try:
+            value = self.op.attributes["value"]
+        except TypeError:  # the bindings cannot read some (a complex dense attr)
+            return False
+        dense = try_cast(ir.DenseElementsAttr, value)
         return dense is not None and dense.is_splat
 
 

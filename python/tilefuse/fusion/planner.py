@@ -284,6 +284,20 @@ NEVER_IN_A_DISPATCH = {
 }
 
 
+# No kernel here takes a dynamic shape (jax.export with symbolic dims):
+# such ops are IREE's to form, as they were without fusion.
+DYNAMIC_OUTSIDE = "a result of dynamic shape: left to IREE's dispatch formation"
+
+
+def _dynamic(node) -> bool:
+    """Some result is a tensor with a dynamic dim."""
+    for result in node.op.results:
+        ranked = try_cast(ir.RankedTensorType, result.type)
+        if ranked is not None and not ranked.has_static_shape:
+            return True
+    return False
+
+
 def groupable(node) -> bool:
     """The op may join a group (a pad also needs pad_outside to be None)."""
     if node.cls in GROUPED_CLASSES:
@@ -485,6 +499,8 @@ def plan_function(
         outside = pad_outside(graph, n, kernels) if n.name == pads.PAD else None
         if outside:
             plan.log.append(f"op {n.index}: " + PAD_OUTSIDE.format(why=outside))
+        elif groupable(n) and _dynamic(n):
+            plan.log.append(f"op {n.index} {n.short}: {DYNAMIC_OUTSIDE}")
         elif groupable(n):
             plan.group_of[n.index] = n.index
             plan.members[n.index] = {n.index}
