@@ -754,12 +754,14 @@ def split_columns(graph: FuncGraph, group: Group) -> list[Group] | None:
         if not ops & reduces:
             parts.append(ops)
             continue
-        # What later stages (or the function) read of this stage's
-        # elementwise ops, with what it is computed from: stored by a loop group.
+        # What anything but this stage reads of its elementwise ops (a later
+        # stage, another group, the function's return), with what it is
+        # computed from: stored by a loop group, so that the reductions'
+        # part returns reductions only.
         read_later = [
             i
             for i in ops - reduces
-            if nodes[i].returned or any(u in members and stage[u] > k for u in nodes[i].users)
+            if nodes[i].returned or any(u not in ops for u in nodes[i].users)
         ]
         stored = set()
         for i in read_later:
