@@ -95,11 +95,7 @@ def first_error(stderr: str) -> str:
         # What the crash says (an assertion, LLVM ERROR), not the source
         # lines and carets IREE prints under each diagnostic.
         said = [line.strip() for line in before.splitlines() if line.strip()]
-        said = [
-            line
-            for line in said
-            if not line.startswith("WARNING") and not _DIAGNOSTIC.match(line) and _says(line)
-        ]
+        said = [line for line in said if _says(line)]
         if said:
             return f"iree-compile crashed: {said[-1]}"
         located = list(_DIAGNOSTIC.finditer(before))

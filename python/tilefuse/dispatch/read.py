@@ -380,13 +380,8 @@ def _offset_alignment(top: list[ir.Operation]) -> int:
 
 
 def _sign_extends_narrow(op: ir.Operation) -> bool:
-    if op.name != "arith.extsi":
-        return False
-    source = op.operands[0].type
-    vector = _cast(ir.VectorType, source)
-    element = vector.element_type if vector else source
-    integer = _cast(ir.IntegerType, element)
-    return integer is not None and integer.width < 32
+    # (arith.extsi takes integers only: its source's width is the question.)
+    return op.name == "arith.extsi" and _element(op.operands[0].type)[1] < 32
 
 
 def tensor_arith(op: ir.Operation) -> bool:

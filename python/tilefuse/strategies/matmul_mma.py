@@ -253,7 +253,7 @@ def _params(d: Dispatch, target: Target, cfg: TileConfig) -> MatmulMmaParams | N
         workgroup_tile=(cfg.tm, cfg.tn),
         warp_tile=(cfg.wm, cfg.wn),
         k_tile=cfg.kt,
-        copy_width=COPY_BYTES // OPERAND_BYTES[d.contractions[0].lhs.element_type],
+        copy_width=product_of(d).copy_width,
         copy_a_rows=cfg.ra,
         copy_b_rows=cfg.rb,
         epilogue_rows=cfg.re,
