@@ -16,7 +16,10 @@ import pytest
 from support import run_cli
 from tilefuse.bench import bundle as bundle_module
 from tilefuse.bench.bundle import write_bundle
-from tilefuse.bench.gpu import hbm_peak
+import numpy as np
+from iree.compiler import ir
+from tilefuse.bench.costmodel import dispatch_cost
+from tilefuse.bench.gpu import add_fractions, hbm_peak, xla_verdict
 from tilefuse.bench.gpus import gpu_names, load_gpu
 from tilefuse.bench.run import BenchOptions
 from tilefuse.errors import TilefuseError
@@ -211,3 +214,55 @@ def test_bench_run_takes_the_runners_options(tmp_path):
     (model,) = results["models"]
     assert model["numerics"].startswith("ok") and model["xla"]["status"] == "ok", model
     assert "inductor" not in model and "copy" not in results, results
+
+
+def _model(name, seconds, tensor_core_flops, tf32_flops=0):
+    return {
+        "name": name,
+        "seconds": {"tilefuse": seconds},
+        "tensor_core_flops": tensor_core_flops,
+        "tf32_flops": tf32_flops,
+        "floor_bytes_per_second": {"tilefuse": 1e12},
+    }
+
+
+def test_fractions_put_tf32_work_against_half_the_tensor_peak():
+    """A tf32 bundle's contraction work is all TF32, whose peak on A100,
+    H100 and H200 is half the f16 one; f16 work takes the f16 peak. The run
+    carries both peaks, as a CUDA run with the xla peer does."""
+    run = {
+        "copy": {"status": "ok", "bytes_per_second": 2e12},
+        "hbm_peak": {"gpu": "H100-SXM", "bytes_per_second": 4e12},
+        "tensor_peak": {"gpu": "H100-SXM", "flops_per_second": 1000e12},
+        "models": [_model("tf32", 1e-3, 100e9, 100e9), _model("f16", 1e-3, 100e9)],
+    }
+    add_fractions(run)
+    tf32, f16 = run["models"]
+    assert tf32["fraction_of_tensor_peak"] == pytest.approx(0.2)
+    assert f16["fraction_of_tensor_peak"] == pytest.approx(0.1)
+    assert tf32["fraction_of_hbm_peak"] == pytest.approx(0.25)
+    assert tf32["fraction_of_copy"] == pytest.approx(0.5)
+
+
+def test_xla_verdict_allows_tf32_rounding_of_f32_contractions():
+    """XLA's default precision multiplies f32 as TF32: a model with f32
+    contractions is held to f16's relative figure against it, others to
+    f32's."""
+    ref = [np.full(4, 100.0, np.float32)]
+    off = {"tilefuse": [ref[0] + 0.05]}  # 5e-4 of the largest output
+    assert xla_verdict(off, ref)["numerics"].startswith("FAIL")
+    verdict = xla_verdict(off, ref, tf32=True)
+    assert verdict["numerics"] == "ok" and verdict["reference"] == "xla (tf32)"
+    assert xla_verdict({"tilefuse": [ref[0] + 2.0]}, ref, tf32=True)["numerics"].startswith("FAIL")
+
+
+def test_costmodel_counts_f32_contraction_work_apart():
+    text = """
+func.func @d(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>, %c: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %0 = linalg.matmul ins(%a, %b : tensor<8x16xf32>, tensor<16x4xf32>) outs(%c : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}"""
+    with ir.Context() as ctx:
+        module = ir.Module.parse(text, ctx)
+        cost = dispatch_cost(module.body.operations[0])
+    assert (cost.flops, cost.tensor_core_flops, cost.f32_contraction_flops) == (1024, 0, 1024)

@@ -3,7 +3,10 @@ transform_scripts/matmul_mma.mlir) on CUDA: which contractions it takes, and
 what each build must contain. No GPU runs these kernels here, so the checks
 are the ones that catch its silent degradations (shared/IREE_NOTES.md): the
 PTX holds mma.sync, ldmatrix and a pipelined cp.async loop, and ptxas
-assembles it for sm_80 and sm_90 with 0 spills."""
+assembles it for sm_80 and sm_90 with 0 spills. The CUDA targets give f16
+products with f32 accumulators to IREE's pipeline (matmul_mma_iree, target
+field iree_mma): the f16 tests here turn it off (OWN, OWN_SM90) to reach
+this kernel."""
 
 import re
 
@@ -12,6 +15,8 @@ import tilefuse
 from iree.compiler import ir
 from test_matmul import program
 from tilefuse.strategies import matmul_mma
+
+OWN, OWN_SM90 = "cuda,iree_mma=false", "cuda-sm90,iree_mma=false"
 
 
 def f16_program(m, k, n, epilogue="bias_relu", b_layout="kn", result="f16"):
@@ -72,7 +77,7 @@ def ptx_counts(ptx: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("form", list(FORMS))
 def test_tensor_core_kernel_builds(form, tmp_path):
-    result = tilefuse.compile_program(FORMS[form], "cuda", dump_dir=tmp_path)
+    result = tilefuse.compile_program(FORMS[form], OWN, dump_dir=tmp_path)
     (report,) = [r for r in result.reports if r.strategy == "matmul_mma"]
     assert report.status == "applied", report.line()
     assert report.registers and report.spill_bytes == 0, report.line()
@@ -87,7 +92,7 @@ def test_tensor_core_kernel_builds(form, tmp_path):
 
 
 def test_sm90_assembles_without_spills():
-    (report,) = tilefuse.compile_program(f16_program(256, 256, 256), "cuda-sm90").reports
+    (report,) = tilefuse.compile_program(f16_program(256, 256, 256), OWN_SM90).reports
     assert (report.strategy, report.status) == ("matmul_mma", "applied"), report.line()
     assert report.registers and report.spill_bytes == 0, report.line()
 
@@ -99,7 +104,7 @@ def test_f16_products_accumulate_in_f32_with_large_tiles(tmp_path):
     KiB a launch gets without opting in (IREE's runtime opts in), on 8 warps
     of 32x64 (a 64x64 f32 piece is 128 accumulator registers per lane)."""
     text = f16_program(2048, 2048, 2048, "none")
-    result = tilefuse.compile_program(text, "cuda-sm90", dump_dir=tmp_path)
+    result = tilefuse.compile_program(text, OWN_SM90, dump_dir=tmp_path)
     (report,) = result.reports
     assert (report.strategy, report.status) == ("matmul_mma", "applied"), report.line()
     assert "f16 -> f32 with its epilogue" in report.line(), report.line()
@@ -146,10 +151,11 @@ def test_tf32_kernel_builds(form, target, tmp_path):
 
 def test_bf16_takes_the_fma_kernel_with_the_reason():
     """IREE 3.13 reaches no tensor cores for bf16 from a script, and its own
-    codegen fails on this dispatch ("failed to distribute"): the FMA matmul
-    kernel compiles it (its numerics are checked on Vulkan, test_matmul)."""
+    codegen fails on this dispatch ("failed to distribute"): with iree_mma
+    off the FMA matmul kernel compiles it (its numerics are checked on
+    Vulkan, test_matmul)."""
     text = program(64, 64, 64).replace("f32", "bf16")
-    (report,) = tilefuse.compile_program(text, "cuda").reports
+    (report,) = tilefuse.compile_program(text, OWN).reports
     assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
     assert report.registers and report.spill_bytes == 0, report.line()
 

@@ -75,17 +75,17 @@ def test_fields_overridden_after_the_name():
     """`NAME,FIELD=VALUE,...` overrides fields of a target file for one run
     (a switch tried without a new target file); a typo, a missing value or a
     value of the wrong type is an error naming the override."""
-    target = load_target("cuda-sm90,bf16_mma=true,multiprocessors=114")
-    assert (target.bf16_mma, target.multiprocessors) == (True, 114)
-    assert target.name == "cuda-sm90,bf16_mma=true,multiprocessors=114"
-    assert load_target("cuda-sm90").bf16_mma is False
-    flags = load_target('cuda-sm90,compile_flags=["--a=1", "--b"],bf16_mma=true')
-    assert flags.compile_flags == ("--a=1", "--b") and flags.bf16_mma is True
+    target = load_target("cuda-sm90,iree_mma=false,multiprocessors=114")
+    assert (target.iree_mma, target.multiprocessors) == (False, 114)
+    assert target.name == "cuda-sm90,iree_mma=false,multiprocessors=114"
+    assert load_target("cuda-sm90").iree_mma is True
+    flags = load_target('cuda-sm90,compile_flags=["--a=1", "--b"],tf32=true')
+    assert flags.compile_flags == ("--a=1", "--b") and flags.tf32 is True
     for bad, why in [
-        ("cuda-sm90,bf16_mmx=true", "bf16_mmx.: no such field of a target"),
-        ("cuda-sm90,bf16_mma", "expected FIELD=VALUE"),
-        ("cuda-sm90,bf16_mma=yes", "not a TOML value"),
-        ("cuda-sm90,bf16_mma=1", "bf16_mma is a bool, not a int"),
+        ("cuda-sm90,iree_mmx=true", "iree_mmx.: no such field of a target"),
+        ("cuda-sm90,iree_mma", "expected FIELD=VALUE"),
+        ("cuda-sm90,iree_mma=yes", "not a TOML value"),
+        ("cuda-sm90,iree_mma=1", "iree_mma is a bool, not a int"),
     ]:
         with pytest.raises(TilefuseError, match=why):
             load_target(bad)

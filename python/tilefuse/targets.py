@@ -92,11 +92,12 @@ class Target:
     # than IREE's kernel (lavapipe: every masked read of B is four guarded
     # scalar loads).
     one_row_masked_tiles: bool = True
-    # bf16 x bf16 -> f32 contractions on tensor cores through IREE's own
-    # TileAndFuse pipeline (strategies/matmul_mma_bf16.py); off by default:
-    # that kernel's numerics have not run on a GPU. Off, the FMA matmul
-    # kernel takes them (`explain` says so).
-    bf16_mma: bool = False
+    # f16 and bf16 x bf16 -> f32 contractions on tensor cores through IREE's
+    # own TileAndFuse pipeline with tilefuse's tiles
+    # (strategies/matmul_mma_iree.py); the CUDA targets' files turn it on.
+    # Off, f16 takes the own mma.sync kernel (matmul_mma) and bf16 the FMA
+    # one (`explain` says so).
+    iree_mma: bool = False
     # f32 x f32 -> f32 contractions on tensor cores as TF32 (operands
     # rounded to 10 bits of mantissa, as XLA's default precision on
     # Ampere and later does); off by default: the program asked for f32.
@@ -151,7 +152,7 @@ def target_names() -> list[str]:
 
 def load_target(name: str) -> Target:
     """The target pipelines/NAME.toml describes. NAME may carry overrides of
-    its fields after commas, each a TOML value (`cuda-sm90,bf16_mma=true`):
+    its fields after commas, each a TOML value (`cuda-sm90,iree_mma=true`):
     for trying a switch without writing a target file; the overridden name
     is the target's name, so a bundle or report records it."""
     base, comma, rest = name.partition(",")

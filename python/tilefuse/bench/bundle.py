@@ -86,6 +86,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
     if out.exists() and any(out.iterdir()):
         raise TilefuseError(f"{out} exists and is not empty")
     target = load_target(options.target)
+    tf32 = target.backend == "cuda" and target.tf32
     paths = resolve_models(models, options.small)
     # Built beside `out` and moved into place at the end: a failed bundle
     # leaves nothing behind.
@@ -139,10 +140,17 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
                     "source": shown(path),
                     "function": function,
                     "floor_bytes": floor,
-                    # f16/bf16 contraction work, for the fraction of the
-                    # tensor-core peak (0 for programs with none).
+                    # Tensor-core contraction work, for the fraction of
+                    # the tensor-core peak (0 for programs with none):
+                    # f16/bf16, and f32 where the target runs it as TF32.
                     "tensor_core_flops": sum(
-                        d.tensor_core_flops for d in runs["tilefuse"].costs.dispatches
+                        d.tensor_core_flops + (d.f32_contraction_flops if tf32 else 0)
+                        for d in runs["tilefuse"].costs.dispatches
+                    ),
+                    # f32 contraction work: XLA's default precision runs it
+                    # as TF32, so the runner's tolerance against XLA is TF32's.
+                    "tf32_flops": sum(
+                        d.f32_contraction_flops for d in runs["tilefuse"].costs.dispatches
                     ),
                     "repeat": {c: r.timing_repeat for c, r in runs.items()},
                     "dispatches": {c: r.dispatch_count for c, r in runs.items()},

@@ -35,6 +35,9 @@ class DispatchCost:
     write_bytes: int
     flops: int  # arithmetic ops, one per element per op; a multiply-add is 2
     tensor_core_flops: int  # the part of `flops` a contraction on f16/bf16 does
+    # The part of `flops` an f32 x f32 contraction does: TF32 tensor-core
+    # work where the target opts in, and under XLA's default precision.
+    f32_contraction_flops: int = 0
 
     @property
     def bytes(self) -> int:
@@ -93,42 +96,51 @@ def _iteration_space(op: ir.Operation) -> int:
     return math.prod(sizes.values()) if sizes else 1
 
 
-def _op_flops(op: ir.Operation) -> tuple[int, int]:
-    """(flops, tensor-core flops) of one linalg op."""
+def _op_flops(op: ir.Operation) -> tuple[int, int, int]:
+    """(flops, f16/bf16 contraction flops, f32 contraction flops) of one
+    linalg op."""
     if op.name == "linalg.generic":
         body = op.regions[0].blocks[0]
         per_point = sum(inner.operation.name not in FREE for inner in body.operations)
-        return _iteration_space(op) * per_point, 0
+        return _iteration_space(op) * per_point, 0, 0
     if op.name in CONTRACTIONS:
         lhs, rhs, out = (_shaped(v.type) for v in list(op.operands)[:3])
         k = lhs.shape[-1]
         flops = 2 * math.prod(out.shape) * k
-        on_tensor_cores = str(lhs.element_type) in TENSOR_CORE_TYPES and (
-            str(rhs.element_type) in TENSOR_CORE_TYPES
+        types = {str(lhs.element_type), str(rhs.element_type)}
+        return (
+            flops,
+            flops if types <= TENSOR_CORE_TYPES else 0,
+            flops if types == {"f32"} else 0,
         )
-        return flops, flops if on_tensor_cores else 0
     # linalg.fill, copies, named elementwise: one op per output element.
     if op.results:
-        return sum(math.prod(_shaped(r.type).shape) for r in op.results), 0
-    return 0, 0
+        return sum(math.prod(_shaped(r.type).shape) for r in op.results), 0, 0
+    return 0, 0, 0
 
 
 def dispatch_cost(func: ir.Operation) -> DispatchCost:
     """Bytes and flops of one dispatch function."""
     read: dict[tuple, int] = {}
     written: dict[tuple, int] = {}
-    flops = tensor_core = 0
+    flops = tensor_core = f32_contraction = 0
     for op in walk(func):
         if op.name == LOAD:
             read[_slice_key(op)] = tensor_bytes(op.results[0].type)
         elif op.name == STORE:
             written[_slice_key(op)] = tensor_bytes(op.operands[0].type)
         elif op.name.startswith("linalg.") and op.name not in REGION_OPS:
-            f, t = _op_flops(op)
+            f, t, f32 = _op_flops(op)
             flops += f
             tensor_core += t
+            f32_contraction += f32
     return DispatchCost(
-        symbol_name(func), sum(read.values()), sum(written.values()), flops, tensor_core
+        symbol_name(func),
+        sum(read.values()),
+        sum(written.values()),
+        flops,
+        tensor_core,
+        f32_contraction,
     )
 
 

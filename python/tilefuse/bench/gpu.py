@@ -89,22 +89,28 @@ def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(diff, initial=0))
 
 
-def agreement_tolerance(like: list, outs: list) -> float:
+def agreement_tolerance(like: list, outs: list, tf32: bool = False) -> float:
     """The tolerance of outputs `outs` against outputs `like` of another
     compiler: AGREEMENT's relative figure for the output type, times the
-    largest magnitude of `like` (at least 1)."""
+    largest magnitude of `like` (at least 1). `tf32`: one side multiplied f32
+    as TF32, whose operands keep f16's 10 mantissa bits: f32 outputs get
+    f16's figure."""
     scale = max((float(np.max(np.abs(o.astype(np.float64)), initial=0)) for o in like), default=0)
-    rel = max((AGREEMENT.get(str(o.dtype), 0.0) for o in outs), default=0.0)
+    table = {**AGREEMENT, "float32": AGREEMENT["float16"]} if tf32 else AGREEMENT
+    rel = max((table.get(str(o.dtype), 0.0) for o in outs), default=0.0)
     return rel * max(scale, 1.0)
 
 
-def xla_verdict(outputs: dict[str, list], xla_outs: list) -> dict:
+def xla_verdict(outputs: dict[str, list], xla_outs: list, tf32: bool = False) -> dict:
     """Both compilers' outputs against XLA's, for a model with no numpy
     reference: XLA is an independent compiler, so agreement with it is
-    evidence that two IREE-based compilers agreeing is not."""
-    tol = agreement_tolerance(xla_outs, outputs["tilefuse"])
+    evidence that two IREE-based compilers agreeing is not. `tf32`: the
+    model has f32 contractions, which XLA's default precision runs as TF32
+    on Ampere and later (its reference is TF32-rounded, the reference
+    named "xla (tf32)")."""
+    tol = agreement_tolerance(xla_outs, outputs["tilefuse"], tf32)
     verdict = numerics_verdict(outputs, xla_outs, tol)
-    verdict["reference"] = "xla"
+    verdict["reference"] = "xla (tf32)" if tf32 else "xla"
     return verdict
 
 
@@ -634,7 +640,11 @@ def add_fractions(run: dict) -> None:
             r["tensor_flops_per_second"] = {c: v for c, v in rates.items() if c in r["seconds"]}
             if tensor:
                 tf_rate = r["tensor_flops_per_second"].get("tilefuse", 0)
-                r["fraction_of_tensor_peak"] = tf_rate / tensor["flops_per_second"]
+                # Work that is all TF32 (a bundle for a tf32 target) against
+                # the TF32 peak: half the f16 one on A100, H100 and H200.
+                all_tf32 = r.get("tf32_flops") == r["tensor_core_flops"]
+                flop_peak = tensor["flops_per_second"] / (2 if all_tf32 else 1)
+                r["fraction_of_tensor_peak"] = tf_rate / flop_peak
         rate = r.get("floor_bytes_per_second", {}).get("tilefuse")
         if rate is None:
             continue
@@ -691,7 +701,7 @@ def run_model(
         result["xla"] = xla_peer(text, inputs, refs, tol, count, repeats, warmup)
         xla_outs = result["xla"].pop("outputs", None)
         if refs is None and xla_outs is not None:
-            result.update(xla_verdict(outputs, xla_outs))
+            result.update(xla_verdict(outputs, xla_outs, bool(model.get("tf32_flops"))))
             # The peers below are checked against XLA too.
             refs, tol = xla_outs, result["tolerance"]
     if "inductor" in peers:
@@ -701,6 +711,7 @@ def run_model(
         )  # fmt: skip
     result["floor_bytes"] = model["floor_bytes"]
     result["tensor_core_flops"] = model.get("tensor_core_flops", 0)
+    result["tf32_flops"] = model.get("tf32_flops", 0)
     result["floor_bytes_per_second"] = {
         c: model["floor_bytes"] / s for c, s in result["seconds"].items() if s > 0
     }
@@ -876,7 +887,7 @@ def flop_lines(run: dict) -> list[str]:
             text += f"  (tilefuse at {100 * r['fraction_of_tensor_peak']:.1f}% of peak)"
         lines.append(f"{r['name']:32} {text}")
     if lines:
-        lines.insert(0, "contractions, TFLOP/s (f16/bf16 work over time per call)")
+        lines.insert(0, "contractions, TFLOP/s (tensor-core work over time per call)")
     return lines
 
 

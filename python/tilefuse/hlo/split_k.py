@@ -102,10 +102,6 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
     (operand,) = operand_types
     if result_type not in (operand, "f32"):
         return f"{types} (split-K takes a result of the operands' type or f32)", {}
-    if operand == "f16" and target.backend == "cuda" and m % 16 == 0:
-        # The tensor-core kernel takes it, with tiles down to 16x16: its
-        # grid, not the FMA kernel's that `workgroups` counts.
-        return "", {}
     if cb != 0:
         return f"{grid}, but B is [N, K] (its view would copy the weight)", {}
     most = MAX_SPLIT_CONVERTED if result_type != operand else MAX_SPLIT

@@ -19,7 +19,7 @@ from . import (
     matmul,
     matmul_coop,
     matmul_mma,
-    matmul_mma_bf16,
+    matmul_mma_iree,
     row_reduction,
     row_warp,
     softmax,
@@ -39,10 +39,11 @@ STRATEGIES: tuple[Strategy, ...] = (
     # f16 contractions matmul would run on FMAs
     matmul_coop.STRATEGY,
     matmul.STRATEGY,
+    # after matmul, which leaves it the f16 and bf16 contractions it takes
+    # (on targets with iree_mma), before matmul_mma, which takes the f16
+    # ones it refuses
+    matmul_mma_iree.STRATEGY,
     matmul_mma.STRATEGY,
-    # after matmul, which leaves it the bf16 contractions it takes (on
-    # targets with bf16_mma only)
-    matmul_mma_bf16.STRATEGY,
 )
 BY_NAME = {s.name: s for s in STRATEGIES}
 

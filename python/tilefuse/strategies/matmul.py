@@ -11,7 +11,7 @@ This first version takes what it can compile right and reports the rest:
   layer: integer multiply-adds); on Vulkan also f16 and bf16, accumulated in the
   result's type as the program asks (and as IREE's kernel does); on CUDA
   also bf16 (no script reaches tensor cores for it in IREE 3.13; the
-  configuration of IREE's pipeline that does, matmul_mma_bf16.py, takes
+  configuration of IREE's pipeline that does, matmul_mma_iree.py, takes
   them where the target enables it), and f16 where the tensor-core kernel
   (matmul_mma.py) does not apply (M < 16, a vector-matrix product);
 - either operand in either layout (B as [N, K]: attention's q k^T; the
@@ -147,27 +147,23 @@ def _check(d: Dispatch, target: Target) -> str | None:
         # A quantized layer (preferred_element_type=int32): integer
         # multiply-adds in registers, exact (tests/test_matmul.py).
         return None
-    if types == {"bf16"} and target.backend == "cuda":
-        # IREE 3.13 reaches no tensor-core path for bf16 from a transform
-        # script (matmul_mma's reason). IREE's own TileAndFuse pipeline does
-        # for bf16 x bf16 -> f32 (matmul_mma_bf16, on targets that enable
-        # it); otherwise bf16 FMAs (IREE's codegen fails on a bf16 result:
+    if types <= {"f16", "bf16"} and len(types) == 1 and target.backend == "cuda":
+        # Tensor cores where a tensor-core strategy applies: IREE's
+        # TileAndFuse pipeline configured by matmul_mma_iree (f16, bf16;
+        # on targets with iree_mma), else for f16 tilefuse's own kernel
+        # (matmul_mma; IREE 3.13 reaches no bf16 tensor cores from a
+        # transform script). Where neither does (no 16-wide tile: decode
+        # shapes, M < 16, vector-matrix products), FMAs accumulated in the
+        # result type (f32 for every f16/bf16 product after
+        # hlo/wide_accumulators.py; IREE's codegen fails on a bf16 result:
         # "failed to distribute").
-        from . import matmul_mma_bf16
+        from . import matmul_mma, matmul_mma_iree  # they read this module's checks
 
-        params, _ = matmul_mma_bf16.plan(d, target)
-        if params:
-            return "bf16 on CUDA: the tensor-core configuration takes it (matmul_mma_bf16)"
+        for strategy in (matmul_mma_iree, matmul_mma):
+            params, _ = strategy.plan(d, target)
+            if params:
+                return f"{c.lhs.element_type} on CUDA: the tensor-core {strategy.STRATEGY.name} takes it"
         return None
-    if types == {"f16"} and target.backend == "cuda":
-        # The tensor-core kernel's where it applies; where it does not (no
-        # 16-wide tile: decode shapes, M < 16, vector-matrix products) f16
-        # FMAs, accumulated in the result type (f32 for every f16 product
-        # after hlo/wide_accumulators.py).
-        from . import matmul_mma  # it reads this module's structure checks
-
-        params, _ = matmul_mma.plan(d, target)
-        return "f16 on CUDA: the tensor-core kernel takes it (matmul_mma)" if params else None
     if types != {"f32"}:
         return (
             f"{'/'.join(sorted(types))} contraction: f32, i8 x i8 -> i32, bf16 or (where the "
@@ -665,19 +661,20 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
 
 
 def _tensor_cores_note(d: Dispatch, target: Target) -> str:
-    """Why a bf16 or f32 contraction on CUDA is not on tensor cores (the
-    refusal of matmul_mma_bf16, or of matmul_mma for f32), for explain; ""
-    otherwise."""
+    """Why a contraction on CUDA is not on tensor cores (the refusals of
+    the tensor-core strategies that could take its types), for explain;
+    "" otherwise."""
     (c,) = d.contractions
-    if target.backend != "cuda" or c.lhs.element_type not in ("bf16", "f32"):
+    if target.backend != "cuda" or c.lhs.element_type not in ("f16", "bf16", "f32"):
         return ""
-    from . import matmul_mma, matmul_mma_bf16
+    from . import matmul_mma, matmul_mma_iree
 
-    if c.lhs.element_type == "f32":
-        _, why = matmul_mma.plan(d, target)
-        return f"; not on tensor cores: matmul_mma: {why}"
-    _, why = matmul_mma_bf16.plan(d, target)
-    return f"; not on tensor cores: matmul_mma_bf16: {why}"
+    strategies = {"f32": (matmul_mma,), "bf16": (matmul_mma_iree,)}
+    refusals = []
+    for strategy in strategies.get(c.lhs.element_type, (matmul_mma_iree, matmul_mma)):
+        _, why = strategy.plan(d, target)
+        refusals.append(f"{strategy.STRATEGY.name}: {why}")
+    return f"; not on tensor cores: {'; '.join(refusals)}"
 
 
 def steps(p: MatmulParams) -> dict[str, str]:

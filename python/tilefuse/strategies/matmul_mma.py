@@ -12,7 +12,7 @@ Takes, on CUDA (sm_80 and later):
 - f16 operands, the contraction accumulating in f32 (every f16 product after
   hlo/wide_accumulators.py, its convert back to f16 part of the epilogue) or
   in f16; bf16 is refused: IREE 3.13's mma.sync conversion fails on bf16
-  reads from workgroup memory (matmul_mma_bf16.py reaches bf16 tensor cores
+  reads from workgroup memory (matmul_mma_iree.py reaches bf16 tensor cores
   through IREE's pipeline);
 - A as [M, K], B as [K, N] or [N, K] (attention's q k^T), at most one batch
   loop (one batch element per workgroup), an elementwise epilogue or none;
@@ -107,7 +107,7 @@ def _check(d: Dispatch, target: Target) -> str | None:
         if "bf16" in types:
             return (
                 "bf16 operands: IREE 3.13's mma.sync conversion fails on them "
-                "(matmul_mma_bf16 configures IREE's pipeline for them instead)"
+                "(matmul_mma_iree configures IREE's pipeline for them instead)"
             )
         return f"{types} operands (f16, or f32 as TF32 where the target opts in)"
     if c.result.element_type not in ACCUMULATOR_BYTES:

@@ -1,18 +1,26 @@
-"""Parameters of the bf16 tensor-core configuration (transform_scripts/matmul_mma_bf16.mlir).
+"""Parameters of the IREE tensor-core configuration (transform_scripts/matmul_mma_iree.mlir).
 
-IREE 3.13 reaches no bf16 tensor cores from a transform script (its
-mma.sync conversion rejects bf16: matmul_mma.py's reason), but its own
-TileAndFuse pipeline lowers the `NV_MMA_SYNC_F32_16x8x16_BF16` intrinsic
-to mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32. So this strategy
-writes no kernel: its script, run from @kernel_config, sets IREE's
-configuration on the dispatch (a lowering_config naming that intrinsic with
-the tiles chosen here, and a TileAndFuse translation_info), and IREE builds
-the kernel, the epilogue fused in it (strategies/library.py, `configures`).
+IREE's own TileAndFuse pipeline lowers its `NV_MMA_SYNC_F32_16x8x16_F16`
+and `_BF16` intrinsics to mma.sync.aligned.m16n8k16 with f32 accumulators.
+This strategy writes no kernel: its script, run from @kernel_config, sets
+IREE's configuration on the dispatch (a lowering_config naming the
+intrinsic with the tiles chosen here, and a TileAndFuse translation_info),
+and IREE builds the kernel, the epilogue fused in it (strategies/library.py,
+`configures`).
 
-Takes, on CUDA targets whose `bf16_mma` field is true (off by default: the
-kernel's numerics have not run on a GPU):
-- bf16 operands accumulated in f32 (hlo/wide_accumulators.py gives every
-  bf16 product this form, the convert back to bf16 being the epilogue's);
+Why IREE's pipeline and not only tilefuse's own mma.sync kernel
+(matmul_mma.py): IREE 3.13 reaches no bf16 tensor cores from a transform
+script (its mma.sync conversion rejects bf16), and for f16 with an f32
+accumulator the own kernel, which keeps the accumulator tile in workgroup
+memory, ran at 82-86 TFLOP/s on an H100 where this configuration ran at
+186-194 (docs/gpu-results.md, run 2026-11-26-h100-4). matmul_mma keeps the
+f16 products this refuses, TF32, and every f16 product when the target's
+`iree_mma` is off.
+
+Takes, on CUDA targets whose `iree_mma` field is true (the CUDA targets'
+files turn it on):
+- f16 or bf16 operands accumulated in f32 (hlo/wide_accumulators.py gives
+  every such product this form, the convert back being the epilogue's);
 - the structures the matmul kernels take (matmul.structure_refusal: a fill,
   the contraction, at most one elementwise root; at most one batch loop),
   A as [M, K], B as [K, N] or [N, K];
@@ -20,9 +28,9 @@ kernel's numerics have not run on a GPU):
   padding); the largest workgroup tile of 128x128 down to 16x16 whose grid
   still gives every multiprocessor a workgroup (matmul_mma.filling_tile),
   warps of at most 64x32 outputs, K step 64, 32 or 16.
-After the build the strategy refuses a kernel whose PTX holds no bf16
-mma.sync or whose block size is not the one it configured (IREE ignored
-the configuration): `ptx_refusal`.
+After the build the strategy refuses a kernel whose PTX holds no mma.sync
+of the operands' type or whose block size is not the one it configured
+(IREE ignored the configuration): `ptx_refusal`.
 """
 
 from dataclasses import dataclass
@@ -37,16 +45,23 @@ from .contract import PASS, Launch, Strategy, Tunable
 from .matmul import contraction_signature, structure_refusal
 from .matmul_mma import WORKGROUP_TILES, filling_tile
 
-INTRINSIC = "NV_MMA_SYNC_F32_16x8x16_BF16"
-MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+# Operand type -> IREE's intrinsic (f32 accumulators) and the PTX it lowers to.
+INTRINSICS = {"f16": "NV_MMA_SYNC_F32_16x8x16_F16", "bf16": "NV_MMA_SYNC_F32_16x8x16_BF16"}
+
+
+def mma_ptx(element: str) -> str:
+    return f"mma.sync.aligned.m16n8k16.row.col.f32.{element}.{element}.f32"
+
+
 K_TILES = (64, 32, 16)  # the first that divides K (multiples of k16)
 MAX_WARP_TILE = (64, 32)  # 64 f32 accumulators per thread (123 registers at 128x128)
 PREFETCH_STAGES = 2  # IREE's own choice for these matmuls
 
 
 @dataclass(frozen=True)
-class MatmulMmaBf16Params:
+class MatmulMmaIreeParams:
     launch: Launch
+    element: str  # the operands' type: f16 or bf16
     matmul_operand: int  # the root's input the contraction produces
     workgroup_tile: tuple[int, int]  # (TM, TN)
     warp_tile: tuple[int, int]  # (WM, WN)
@@ -57,22 +72,22 @@ class MatmulMmaBf16Params:
 
 def _check(d: Dispatch, target: Target) -> str | None:
     if target.backend != "cuda":
-        return f"bf16 tensor cores: CUDA only ({target.backend} target)"
+        return f"tensor cores through IREE's pipeline: CUDA only ({target.backend} target)"
     why = structure_refusal(d)
     if why:
         return why
     (c,) = d.contractions
     operands = {c.lhs.element_type, c.rhs.element_type}
-    if operands != {"bf16"}:
-        return f"{'/'.join(sorted(operands))} operands (bf16 only)"
+    if len(operands) != 1 or not operands <= INTRINSICS.keys():
+        return f"{'/'.join(sorted(operands))} operands (f16 or bf16 only)"
     if c.result.element_type != "f32":
         return f"a {c.result.element_type} accumulator (f32 only: the intrinsic's)"
     if not c.m:
         return "no M loop (a vector-matrix product)"
     if not c.lhs_k_inner:
         return "A stored as [K, M] (not built)"
-    if not target.bf16_mma:
-        return f"off on {target.name} (target field bf16_mma: its numerics have not run on a GPU)"
+    if not target.iree_mma:
+        return f"off on {target.name} (target field iree_mma)"
     return None
 
 
@@ -105,15 +120,16 @@ class _Tile:
     kt: int
 
 
-def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaBf16Params | None:
+def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaIreeParams | None:
     (c,) = d.contractions
     grid = (c.n[0] // t.tn, c.m[0] // t.tm, c.batch[0] if c.batch else 1)
     if target.grid_refusal(grid):
         return None
     warps = (t.tm // t.wm) * (t.tn // t.wn)
     epilogue = d.root_op != c.op
-    return MatmulMmaBf16Params(
+    return MatmulMmaIreeParams(
         launch=Launch(grid, (target.subgroup_size * warps, 1, 1), target.subgroup_size),
+        element=c.lhs.element_type,
         matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
         workgroup_tile=(t.tm, t.tn),
         warp_tile=(t.wm, t.wn),
@@ -123,13 +139,13 @@ def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaBf16Params | None
     )
 
 
-def candidates(d: Dispatch, target: Target) -> list[MatmulMmaBf16Params]:
+def candidates(d: Dispatch, target: Target) -> list[MatmulMmaIreeParams]:
     """Every tile configuration that fits the dispatch, the chooser's pick
     first (what `tilefuse tune` times); [] when the kernel refuses it."""
     return [] if _check(d, target) else _options(d, target)
 
 
-def _options(d: Dispatch, target: Target) -> list[MatmulMmaBf16Params]:
+def _options(d: Dispatch, target: Target) -> list[MatmulMmaIreeParams]:
     """candidates, for a dispatch _check accepts."""
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
@@ -142,11 +158,11 @@ def _options(d: Dispatch, target: Target) -> list[MatmulMmaBf16Params]:
     return [p for p in (_params(d, target, t) for t in ordered) if p is not None]
 
 
-def choice_of(p: MatmulMmaBf16Params) -> dict:
+def choice_of(p: MatmulMmaIreeParams) -> dict:
     return {"tile": list(p.workgroup_tile), "k_tile": p.k_tile}
 
 
-def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaBf16Params | None, str]:
+def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaIreeParams | None, str]:
     why = _check(d, target)
     if why:
         return None, why
@@ -159,28 +175,29 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaBf16Params | None, str]:
             "within the target's workgroup counts"
         )
     params, note = tuning.pick(
-        options, choice_of, target, "matmul_mma_bf16", contraction_signature(d)
+        options, choice_of, target, "matmul_mma_iree", contraction_signature(d)
     )
     batch = f"{c.batch[0]} x " if c.batch else ""
     epilogue = " with its epilogue" if params.epilogue else ""
     return params, (
-        f"{batch}{m}x{k} @ {k}x{n} bf16 -> f32{epilogue}: mma.sync m16n8k16 bf16 through "
-        f"IREE's TileAndFuse pipeline ({INTRINSIC}){note}"
+        f"{batch}{m}x{k} @ {k}x{n} {params.element} -> f32{epilogue}: mma.sync m16n8k16 "
+        f"{params.element} through IREE's TileAndFuse pipeline ({INTRINSICS[params.element]})"
+        f"{note}"
     )
 
 
-def steps(p: MatmulMmaBf16Params) -> dict[str, str]:
-    return {"contraction": "tilefuse_matmul_mma_bf16_contraction" if p.epilogue else PASS}
+def steps(p: MatmulMmaIreeParams) -> dict[str, str]:
+    return {"contraction": "tilefuse_matmul_mma_iree_contraction" if p.epilogue else PASS}
 
 
-def describe(p: MatmulMmaBf16Params) -> str:
+def describe(p: MatmulMmaIreeParams) -> str:
     return (
         f"tile={list(p.workgroup_tile)} warp={list(p.warp_tile)} k_tile={p.k_tile} "
         f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} (IREE TileAndFuse)"
     )
 
 
-def lowering_config(p: MatmulMmaBf16Params) -> str:
+def lowering_config(p: MatmulMmaIreeParams) -> str:
     """The contraction's #iree_gpu.lowering_config: tile sizes per loop
     ([B,] M, N, K); subgroup and reduction sizes count intrinsics (m16, n8,
     k16), not elements."""
@@ -193,12 +210,12 @@ def lowering_config(p: MatmulMmaBf16Params) -> str:
     reduction = [*below, 0, 0, p.k_tile // 16]
     return (
         "#iree_gpu.lowering_config<{convert_acc_gemm, "
-        f"mma_kind = #iree_gpu.mma_layout<{INTRINSIC}>, promote_operands = [0, 1], "
+        f"mma_kind = #iree_gpu.mma_layout<{INTRINSICS[p.element]}>, promote_operands = [0, 1], "
         f"reduction = {reduction}, subgroup = {subgroup}, workgroup = {workgroup}}}>"
     )
 
 
-def translation_info(p: MatmulMmaBf16Params) -> str:
+def translation_info(p: MatmulMmaIreeParams) -> str:
     x, y, z = p.launch.workgroup
     return (
         "#iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
@@ -209,8 +226,8 @@ def translation_info(p: MatmulMmaBf16Params) -> str:
     )
 
 
-def attributes(p: MatmulMmaBf16Params, ctx: ir.Context) -> dict:
-    """Values of the tagged steps of transform_scripts/matmul_mma_bf16.mlir."""
+def attributes(p: MatmulMmaIreeParams, ctx: ir.Context) -> dict:
+    """Values of the tagged steps of transform_scripts/matmul_mma_iree.mlir."""
     return {
         "matmul_operand": {"raw_position_list": attrs.i64_array([p.matmul_operand], ctx)},
         "lowering_config": {"value": ir.Attribute.parse(lowering_config(p), ctx)},
@@ -218,10 +235,11 @@ def attributes(p: MatmulMmaBf16Params, ctx: ir.Context) -> dict:
     }
 
 
-def ptx_refusal(entry: str, p: MatmulMmaBf16Params) -> str | None:
+def ptx_refusal(entry: str, p: MatmulMmaIreeParams) -> str | None:
     """Why the kernel IREE built (`entry`: its PTX) is not the promised one."""
-    if MMA_PTX not in entry:
-        return f"no {MMA_PTX} in the PTX (the contraction did not reach tensor cores)"
+    mma = mma_ptx(p.element)
+    if mma not in entry:
+        return f"no {mma} in the PTX (the contraction did not reach tensor cores)"
     threads = p.launch.workgroup[0] * p.launch.workgroup[1] * p.launch.workgroup[2]
     ntid = ntid_of(entry)
     if ntid != threads:
@@ -230,7 +248,7 @@ def ptx_refusal(entry: str, p: MatmulMmaBf16Params) -> str | None:
 
 
 STRATEGY = Strategy(
-    name="matmul_mma_bf16",
+    name="matmul_mma_iree",
     plan=plan,
     tunable=Tunable(candidates, choice_of, contraction_signature),
     describe=describe,

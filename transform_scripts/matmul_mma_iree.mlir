@@ -1,10 +1,10 @@
-// The "matmul_mma_bf16" configuration (CUDA sm_80+): bf16 x bf16 -> f32
+// The "matmul_mma_iree" configuration (CUDA sm_80+): bf16 x bf16 -> f32
 // contractions and their elementwise epilogue on tensor cores
 // (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32), compiled by IREE's
 // own TileAndFuse pipeline with the tiles chosen here.
 //
 // Unlike the other scripts this is not a codegen strategy: @kernel_config
-// runs @tilefuse_matmul_mma_bf16 on the dispatch's function (not as its
+// runs @tilefuse_matmul_mma_iree on the dispatch's function (not as its
 // codegen_spec), and it only sets IREE's configuration: a lowering_config
 // naming the NV_MMA_SYNC_F32_16x8x16_BF16 intrinsic on the contraction and
 // a TileAndFuse translation_info on the function. IREE then tiles,
@@ -25,7 +25,7 @@
 //
 // The values below are the defaults for a 1024^3 matmul with an epilogue;
 // the driver sets every attribute tagged `tilefuse.param`
-// (python/tilefuse/strategies/matmul_mma_bf16.py):
+// (python/tilefuse/strategies/matmul_mma_iree.py):
 //   matmul_operand   position of the root's input the contraction produces
 //                    (step "contraction": the root itself when bare)
 //   lowering_config  workgroup = [TM, TN, 0] (a leading 1 with a batch loop),
@@ -40,7 +40,7 @@ module attributes {transform.with_named_sequence} {
 
   // Step "contraction", with an epilogue: the contraction is the producer
   // of the root's `matmul_operand`.
-  transform.named_sequence @tilefuse_matmul_mma_bf16_contraction(
+  transform.named_sequence @tilefuse_matmul_mma_iree_contraction(
       %root: !transform.any_op {transform.readonly}) -> !transform.any_op {
     %product = transform.get_operand %root[0] {tilefuse.param = "matmul_operand"}
       : (!transform.any_op) -> !transform.any_value
@@ -48,12 +48,12 @@ module attributes {transform.with_named_sequence} {
     transform.yield %matmul : !transform.any_op
   }
 
-  transform.named_sequence @tilefuse_matmul_mma_bf16(%func: !transform.any_op {transform.readonly}) {
+  transform.named_sequence @tilefuse_matmul_mma_iree(%func: !transform.any_op {transform.readonly}) {
     // The root: the op whose result the dispatch stores (the epilogue, or
     // the contraction itself).
     %f, %root = transform.include @tilefuse_find_root failures(propagate) (%func)
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %matmul = transform.include @tilefuse_matmul_mma_bf16_contraction failures(propagate) (%root)
+    %matmul = transform.include @tilefuse_matmul_mma_iree_contraction failures(propagate) (%root)
         {tilefuse.step = "contraction"} : (!transform.any_op) -> !transform.any_op
     // (NV_MMA_SYNC intrinsics need convert_acc_gemm in this IREE: its own
     // configuration always sets it for them.)
