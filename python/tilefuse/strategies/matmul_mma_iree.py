@@ -12,8 +12,8 @@ Why IREE's pipeline and not only tilefuse's own mma.sync kernel
 (matmul_mma.py): IREE 3.13 reaches no bf16 tensor cores from a transform
 script (its mma.sync conversion rejects bf16), and for f16 with an f32
 accumulator the own kernel, which keeps the accumulator tile in workgroup
-memory, ran at 82-86 TFLOP/s on an H100 where this configuration ran at
-186-194 (docs/gpu-results.md, run 2026-11-26-h100-4). matmul_mma keeps the
+memory, ran at less than half this configuration's rate on an H100
+(docs/gpu-results.md, runs 2026-11-26-h100-4 and -5). matmul_mma keeps the
 f16 products this refuses, TF32, and every f16 product when the target's
 `iree_mma` is off.
 
