@@ -1,16 +1,17 @@
-// The "matmul_mma_iree" configuration (CUDA sm_80+): bf16 x bf16 -> f32
-// contractions and their elementwise epilogue on tensor cores
-// (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32), compiled by IREE's
-// own TileAndFuse pipeline with the tiles chosen here.
+// The "matmul_mma_iree" configuration (CUDA sm_80+): f16 or bf16 x the same
+// -> f32 contractions and their elementwise epilogue on tensor cores
+// (mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}...f32), compiled by
+// IREE's own TileAndFuse pipeline with the tiles chosen here.
 //
 // Unlike the other scripts this is not a codegen strategy: @kernel_config
 // runs @tilefuse_matmul_mma_iree on the dispatch's function (not as its
 // codegen_spec), and it only sets IREE's configuration: a lowering_config
-// naming the NV_MMA_SYNC_F32_16x8x16_BF16 intrinsic on the contraction and
+// naming the NV_MMA_SYNC_F32_16x8x16_F16 or _BF16 intrinsic on the contraction and
 // a TileAndFuse translation_info on the function. IREE then tiles,
 // promotes A and B to workgroup memory, distributes to warps, fuses the
 // epilogue into the same kernel and lowers the intrinsic to mma.sync.
-// Why not a script like matmul_mma.mlir: IREE 3.13's
+// Why not a script like matmul_mma.mlir: for f16 with f32 accumulators
+// this ran more than twice as fast on an H100 (docs/gpu-results.md), and IREE 3.13's
 // `vector_to_mma_conversion <use_mma_sync>` rejects bf16 (upstream MLIR's
 // nvgpu::getMmaSyncRegisterType has no bf16 case: "'vector.transfer_read' op
 // failed to convert op during vector-to-nvgpu conversion"), while IREE's
