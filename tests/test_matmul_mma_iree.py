@@ -8,11 +8,12 @@ dispatch, and that ptxas assembles it with 0 spills. Their numerics on a
 GPU are the bench runner's."""
 
 import re
+from dataclasses import replace
 
 import pytest
 import tilefuse
 from test_matmul import program
-from tilefuse.strategies import matmul_mma_iree
+from tilefuse.strategies import BY_NAME, matmul_mma_iree
 from tilefuse.targets import load_target
 
 
@@ -139,3 +140,19 @@ def _plan(text, target="cuda"):
     result = compile_program(text, "cuda")
     (choice,) = [c for c in result.compilation.choices if c.dispatch.contractions]
     return matmul_mma_iree.plan(choice.dispatch, load_target(target))
+
+
+def test_a_failed_configuration_gives_way_to_the_choice_without_it(monkeypatch):
+    """If IREE's pipeline fails the configuration on a dispatch (here: the
+    PTX check refuses every build), the dispatch is compiled again with the
+    choice the target gives with iree_mma off, not by IREE's codegen: f16
+    on tilefuse's own mma.sync kernel, bf16 on the FMA kernel, the failure
+    in the reason."""
+    refusing = replace(matmul_mma_iree.STRATEGY, ptx_refusal=lambda entry, p: "refused here")
+    monkeypatch.setitem(BY_NAME, "matmul_mma_iree", refusing)
+    for element, fallback in (("f16", "matmul_mma"), ("bf16", "matmul")):
+        text = bf16_program(128, 128, 128).replace("bf16", element)
+        (report,) = tilefuse.compile_program(text, "cuda").reports
+        assert (report.strategy, report.status) == (fallback, "applied"), report.line()
+        assert f"matmul_mma_iree failed, {fallback} used instead" in report.reason
+        assert "refused here" in report.reason

@@ -396,16 +396,17 @@ def phase2_with_fallbacks(
 
 
 def _builtin_instead(choices: list[Choice], failures: dict[str, str]) -> None:
-    """A user strategy that failed gives way to the built-in choice it
-    carries (Choice.fallback), in `choices` itself (the compilation's list),
-    with the failure in its reason: the dispatch is compiled again with it
-    instead of going to IREE's codegen."""
+    """A strategy that failed gives way to the choice it carries
+    (Choice.fallback: a user strategy's built-in choice, or the choice with
+    a switched-on strategy's target field off), in `choices` itself (the
+    compilation's list), with the failure in its reason: the dispatch is
+    compiled again with it instead of going to IREE's codegen."""
     for i, c in enumerate(choices):
         name = c.dispatch.name
         if c.fallback is not None and name in failures:
             why = failures.pop(name)
             builtin = c.fallback
-            note = f"{c.strategy} failed, built-in choice used: {why}"
+            note = f"{c.strategy} failed, {builtin.strategy} used instead: {why}"
             choices[i] = replace(builtin, reason=f"{note}; {builtin.reason}".rstrip("; "))
 
 

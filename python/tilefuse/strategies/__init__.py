@@ -75,7 +75,20 @@ def choose(dispatch: Dispatch, target: Target, user: tuple[Strategy, ...] = ()) 
         if mine.strategy:
             return replace(mine, fallback=builtin)
         return builtin
-    return _first(dispatch, target, STRATEGIES)
+    return _switched_off_fallback(_first(dispatch, target, STRATEGIES), target)
+
+
+def _switched_off_fallback(choice: Choice, target: Target) -> Choice:
+    """A choice of a strategy that a target field switches on
+    (Strategy.switch) carries the choice with that field off as its
+    fallback, where that is a tilefuse kernel: an f16 product that IREE's
+    pipeline fails on under matmul_mma_iree goes to matmul_mma, a bf16 one
+    to the FMA kernel, not to IREE's codegen."""
+    switch = BY_NAME[choice.strategy].switch if choice.strategy else None
+    if not switch or not getattr(target, switch):
+        return choice
+    other = choose(choice.dispatch, replace(target, **{switch: False}))
+    return replace(choice, fallback=other) if other.strategy else choice
 
 
 def _first(dispatch: Dispatch, target: Target, strategies: tuple[Strategy, ...]) -> Choice:

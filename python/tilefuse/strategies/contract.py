@@ -86,6 +86,11 @@ class Strategy:
     # why the built kernel is not the promised one, or None. CUDA only.
     configures: bool = False
     ptx_refusal: Callable[[str, Params], str | None] | None = None
+    # The target's bool field that turns it on (Target.iree_mma), or None.
+    # If it fails on a dispatch, the choice with that field off (another
+    # tilefuse kernel, where one applies) compiles the dispatch instead of
+    # IREE's codegen (strategies/__init__.py, `choose`).
+    switch: str | None = None
 
 
 @dataclass(frozen=True)

@@ -256,4 +256,5 @@ STRATEGY = Strategy(
     steps=steps,
     configures=True,
     ptx_refusal=ptx_refusal,
+    switch="iree_mma",
 )
