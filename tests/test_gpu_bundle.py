@@ -12,12 +12,12 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from iree.compiler import ir
 from support import run_cli
 from tilefuse.bench import bundle as bundle_module
 from tilefuse.bench.bundle import write_bundle
-import numpy as np
-from iree.compiler import ir
 from tilefuse.bench.costmodel import dispatch_cost
 from tilefuse.bench.gpu import add_fractions, hbm_peak, xla_verdict
 from tilefuse.bench.gpus import gpu_names, load_gpu
