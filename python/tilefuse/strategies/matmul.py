@@ -133,14 +133,13 @@ def _check(d: Dispatch, target: Target) -> str | None:
         # gives JAX's narrow matmuls this form): the operands widen as they
         # are read, the multiply-adds are f32 FMAs; as for narrow results.
         types = operands
-    if types == {"f32"} and target.backend == "cuda" and target.tf32:
-        # Opted in to TF32: the tensor-core kernel's where it applies.
-        from . import matmul_mma  # it reads this module's structure checks
-
-        params, _ = matmul_mma.plan(d, target)
-        return (
-            "f32 as TF32 on CUDA: the tensor-core kernel takes it (matmul_mma)" if params else None
-        )
+    if target.backend == "cuda" and len(types) == 1:
+        # Tensor cores where a tensor-core strategy takes it
+        # (_tensor_core_plans); elsewhere FMAs, as below.
+        taker, _ = _tensor_core_plans(d, target)
+        if taker:
+            element = "f32 as TF32" if types == {"f32"} else c.lhs.element_type
+            return f"{element} on CUDA: the tensor-core {taker} takes it"
     if types == {"f32"} or (types <= {"f16", "bf16"} and target.backend == "spirv"):
         return None
     if {c.lhs.element_type, c.rhs.element_type} == {"i8"} and c.result.element_type == "i32":
@@ -148,21 +147,11 @@ def _check(d: Dispatch, target: Target) -> str | None:
         # multiply-adds in registers, exact (tests/test_matmul.py).
         return None
     if types <= {"f16", "bf16"} and len(types) == 1 and target.backend == "cuda":
-        # Tensor cores where a tensor-core strategy applies: IREE's
-        # TileAndFuse pipeline configured by matmul_mma_iree (f16, bf16;
-        # on targets with iree_mma), else for f16 tilefuse's own kernel
-        # (matmul_mma; IREE 3.13 reaches no bf16 tensor cores from a
-        # transform script). Where neither does (no 16-wide tile: decode
-        # shapes, M < 16, vector-matrix products), FMAs accumulated in the
-        # result type (f32 for every f16/bf16 product after
+        # No tensor-core strategy takes it (no 16-wide tile: decode shapes,
+        # M < 16, vector-matrix products): FMAs accumulated in the result
+        # type (f32 for every f16/bf16 product after
         # hlo/wide_accumulators.py; IREE's codegen fails on a bf16 result:
         # "failed to distribute").
-        from . import matmul_mma, matmul_mma_iree  # they read this module's checks
-
-        for strategy in (matmul_mma_iree, matmul_mma):
-            params, _ = strategy.plan(d, target)
-            if params:
-                return f"{c.lhs.element_type} on CUDA: the tensor-core {strategy.STRATEGY.name} takes it"
         return None
     if types != {"f32"}:
         return (
@@ -660,21 +649,38 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     )
 
 
+def _tensor_core_plans(d: Dispatch, target: Target) -> tuple[str | None, list[str]]:
+    """(the tensor-core strategy that takes the contraction on CUDA, or
+    None; the refusals of those tried before it), trying in order those
+    for its operand type: IREE's TileAndFuse configuration
+    (matmul_mma_iree: f16, bf16, on targets with iree_mma), then tilefuse's
+    own kernel (matmul_mma: f16, and f32 as TF32 where the target opts in;
+    IREE 3.13 reaches no bf16 tensor cores from a transform script)."""
+    from . import matmul_mma, matmul_mma_iree  # they read this module's checks
+
+    (c,) = d.contractions
+    tried = {
+        "f16": (matmul_mma_iree, matmul_mma),
+        "bf16": (matmul_mma_iree,),
+        "f32": (matmul_mma,),
+    }.get(c.lhs.element_type, ())
+    refusals = []
+    for strategy in tried:
+        params, why = strategy.plan(d, target)
+        if params:
+            return strategy.STRATEGY.name, refusals
+        refusals.append(f"{strategy.STRATEGY.name}: {why}")
+    return None, refusals
+
+
 def _tensor_cores_note(d: Dispatch, target: Target) -> str:
     """Why a contraction on CUDA is not on tensor cores (the refusals of
     the tensor-core strategies that could take its types), for explain;
     "" otherwise."""
-    (c,) = d.contractions
-    if target.backend != "cuda" or c.lhs.element_type not in ("f16", "bf16", "f32"):
+    if target.backend != "cuda":
         return ""
-    from . import matmul_mma, matmul_mma_iree
-
-    strategies = {"f32": (matmul_mma,), "bf16": (matmul_mma_iree,)}
-    refusals = []
-    for strategy in strategies.get(c.lhs.element_type, (matmul_mma_iree, matmul_mma)):
-        _, why = strategy.plan(d, target)
-        refusals.append(f"{strategy.STRATEGY.name}: {why}")
-    return f"; not on tensor cores: {'; '.join(refusals)}"
+    _, refusals = _tensor_core_plans(d, target)
+    return f"; not on tensor cores: {'; '.join(refusals)}" if refusals else ""
 
 
 def steps(p: MatmulParams) -> dict[str, str]:
