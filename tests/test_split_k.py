@@ -110,6 +110,46 @@ def test_f16_and_bf16_splits_are_no_less_accurate_than_the_whole(dtype):
         assert max(errors) <= 2 * 2**-8 * scale, errors
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_epilogue_after_a_converted_sum_is_fused_into_the_sum(dtype):
+    """A decode product with bias + relu after it, where the f32 sum is
+    converted back to the operands' type (bf16 always, f16 on lavapipe's
+    FMA kernel too): the epilogue goes into the sum's dispatch, so the
+    split program has as many dispatches as the bare split (A's view
+    copied, the products, the sum), not one more. Numerics against numpy in float64: within 2% of
+    the largest output (one rounding of the f32 sum to 8 or 11 bits, then
+    the bias added in that type)."""
+    result = tilefuse.compile_program(_dot(2, 2048, 512, dtype=dtype, epilogue=True), GPU_LIKE)
+    (line,) = _split_lines(result)
+    assert "as 8 products" in line, line
+    assert [r.strategy for r in result.reports] == ["loop", "matmul", "loop"], [
+        r.line() for r in result.reports
+    ]
+    np_type = ml_dtypes.bfloat16 if dtype == "bf16" else np.float16
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (2, 2048)).astype(np_type)
+    b = rng.uniform(-1, 1, (2048, 512)).astype(np_type)
+    bias = rng.uniform(-1, 1, 512).astype(np_type)
+    want = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64), 0)
+    module = CompiledModule(result.vmfb, "vulkan", result.reports)
+    got = module.main(a, b, bias).astype(np.float64)
+    assert np.max(np.abs(got - want)) <= 2e-2 * np.max(np.abs(want))
+
+
+def test_cuda_f16_decode_with_its_epilogue_is_split():
+    """16x4096 @ 4096x4096 f16 + bias, relu on cuda-sm90: the split plan
+    (A's view copied, 8 products on tensor cores, the sum with the epilogue)
+    is kept, not IREE's one unsplit dispatch (32 workgroups for 132
+    multiprocessors)."""
+    result = tilefuse.compile_program(_dot(16, 4096, 4096, dtype="f16", epilogue=True), "cuda-sm90")
+    (line,) = _split_lines(result)
+    assert "as 8 products of K=512" in line, line
+    assert [r.strategy for r in result.reports] == ["loop", "matmul_mma_iree", "loop"], [
+        r.line() for r in result.reports
+    ]
+    assert not any("fusion plan not used" in n for n in result.notes), result.notes
+
+
 def test_bf16_split_sums_f32_partials_and_converts_once():
     """A bf16 decode product (f32 accumulation) is split into f32 partials
     whose sum is converted to bf16 in the same dispatch: two dispatches,

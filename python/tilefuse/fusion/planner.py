@@ -644,11 +644,22 @@ def _after_iree_contraction(
     graph: FuncGraph, members: set[int], outlined: set[int], epilogues: set[int]
 ) -> bool:
     """The group reads a contraction left to IREE (or its epilogue, left to
-    IREE with it), and nothing outlined."""
+    IREE with it), and nothing outlined. A slice of the contraction is no
+    epilogue: IREE cannot fuse a reader of part of a result into the
+    dispatch that computes it (split-K's sum of partials, hlo/split_k.py,
+    with a bias and activation after it: IREE formed the sum and the
+    epilogue as two dispatches)."""
     producers = {p for i in members for p in graph.nodes[i].producers if p >= 0} - members
+    read_whole = {
+        p
+        for i in members
+        if graph.nodes[i].name != "stablehlo.slice"
+        for p in graph.nodes[i].producers
+        if p >= 0
+    } - members
     return (
         not producers & outlined
-        and any(graph.nodes[p].cls == "contraction" or p in epilogues for p in producers)
+        and any(graph.nodes[p].cls == "contraction" or p in epilogues for p in read_whole)
         and _stablehlo(graph, producers)
     )
 

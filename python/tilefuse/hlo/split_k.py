@@ -9,7 +9,7 @@ workgroups, then add the S partial products. As StableHLO:
 
     p = dot_general(view(a, [M, S, K/S]), view(b, [S, K/S, N]),
                     batching_dims = [S] x [S])            # [S, M, N]
-    y = reshape(p[0] + p[1] + ... + p[S-1], [M, N])       # slices of p
+    y = view(p[0], [M, N]) + ... + view(p[S-1], [M, N])  # slices of p
 
 Step one is a batched matmul on the same kernel (S times the workgroups);
 step two is an elementwise sum of slices, into which the planner fuses the
@@ -114,7 +114,7 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
 
 def _template(op: ir.Operation, split: dict, narrow: str | None) -> str:
     """The split as a func.func of A and B; `narrow`: the type the sum is
-    converted to before its reshape (the convert after an f32-accumulated
+    converted to (the convert after an f32-accumulated
     product), so that the convert is elementwise on the sum and fuses."""
     m, n, k, s, ca = (split[key] for key in ("m", "n", "k", "s", "ca"))
     a_type, b_type = (str(v.type) for v in op.operands)
@@ -138,31 +138,34 @@ def _template(op: ir.Operation, split: dict, narrow: str | None) -> str:
             f"contracting_dims = [{ca + 1}] x [1] : ({t_in(a3)}, {t_in(b3)}) -> {t(partial)}"
         ),
     ]
+    # Each partial is viewed as the result's shape before the sum, so that
+    # the sum and the matmul's epilogue after it are one elementwise chain
+    # over [M, N] (a reshape after the sum split the two into two ops, and
+    # the loop kernel fuses only a root's direct producers).
     terms = []
     for i in range(s):
         lines.append(
             f"%s{i} = stablehlo.slice %p [{i}:{i + 1}, 0:{m}, 0:{n}] : ({t(partial)}) -> {t(one)}"
         )
-        terms.append(f"%s{i}")
+        lines.append(f"%v{i} = stablehlo.reshape %s{i} : ({t(one)}) -> {t(out)}")
+        terms.append(f"%v{i}")
     level = 0
     while len(terms) > 1:  # a pairwise tree: log2(S) adds deep, not S
         paired = []
         for j in range(0, len(terms) - 1, 2):
             name = f"%t{level}_{j // 2}"
-            lines.append(f"{name} = stablehlo.add {terms[j]}, {terms[j + 1]} : {t(one)}")
+            lines.append(f"{name} = stablehlo.add {terms[j]}, {terms[j + 1]} : {t(out)}")
             paired.append(name)
         terms = paired + ([terms[-1]] if len(terms) % 2 else [])
         level += 1
     total = terms[0]
     if narrow:
-        one_narrow = tensor_text(one, narrow)
-        lines.append(f"%c = stablehlo.convert {total} : ({t(one)}) -> {one_narrow}")
+        lines.append(f"%c = stablehlo.convert {total} : ({t(out)}) -> {tensor_text(out, narrow)}")
         total, t = "%c", (lambda shape: tensor_text(shape, narrow))
-    lines.append(f"%y = stablehlo.reshape {total} : ({t(one)}) -> {t(out)}")
     body = "\n".join(f"  {line} {loc}" for line in lines)
     return (
         f"func.func @split(%a: {a_type}, %b: {b_type}) -> {t(out)} {{\n{body}\n"
-        f"  return %y : {t(out)} {loc}\n}}"
+        f"  return {total} : {t(out)} {loc}\n}}"
     )
 
 
@@ -190,15 +193,14 @@ def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
             log.append(f"matmul at {where} not split in K: {why}")
             continue
         # An f32-accumulated product's convert back to bf16 goes into the
-        # split, before the final reshape: after it, it would be a dispatch
-        # of its own.
+        # split, on the sum: the sum's dispatch does it.
         convert = _sole_convert(op)
         narrow = str(ir.ShapedType(convert.results[0].type).element_type) if convert else None
         template = _template(op, split, narrow)
         moved = splice(convert or op, template, list(op.operands), result=0)
         # The sum of the partials is a dispatch of its own; so is IREE's copy
         # of `a` with the batch dim moved first, when M > 1 rows precede it.
-        steps = [o for o in moved if o.name == "stablehlo.reshape"][-1:]
+        steps = moved[-1:]  # the sum's last op
         if split["ca"] == 1 and split["m"] > 1:
             steps.append(moved[0])
         for step in steps:
