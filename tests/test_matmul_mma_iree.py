@@ -102,14 +102,86 @@ def test_f16_takes_the_configuration_before_the_own_kernel():
     ],
 )
 def test_tile_choice(m, k, n, tile, k_tile):
-    fitting = list(matmul_mma_iree._configs(m, n, k))
+    fitting = list(matmul_mma_iree._configs(m, n, k, padding=False))
     first = matmul_mma_iree.filling_tile(fitting, m, n, 1, 132)
     if tile is None:
         assert first is None
         return
     assert ((first.tm, first.tn), first.kt) == (tile, k_tile)
+    assert not first.padded
     assert first.tm % first.wm == 0 and first.tn % first.wn == 0
     assert first.wm % 16 == 0 and first.wn % 8 == 0
+
+
+@pytest.mark.parametrize(
+    "m,k,n,tile,k_tile,padded",
+    [
+        (1024, 1024, 1024, (64, 64), 64, False),  # a tile divides: no padding
+        (1000, 1000, 1000, (64, 64), 16, True),  # IREE's own choice for this shape
+        (50, 64, 64, (16, 16), 64, True),  # only M ragged: K keeps its step
+        (154, 768, 3072, (64, 64), 64, True),  # 2x77 tokens
+        (8, 64, 64, None, None, None),  # M below 16: a decode shape (split-K's)
+    ],
+)
+def test_padded_tile_choice(m, k, n, tile, k_tile, padded):
+    """With iree_mma_padding, a shape no tile divides gets the same tiles
+    (the first that fills 132 multiprocessors, counting partial tiles), K
+    step 16 where K is ragged."""
+    fitting = list(matmul_mma_iree._configs(m, n, k, padding=True))
+    first = matmul_mma_iree.filling_tile(fitting, m, n, 1, 132)
+    if tile is None:
+        assert first is None
+        return
+    assert ((first.tm, first.tn), first.kt, first.padded) == (tile, k_tile, padded)
+
+
+RAGGED = {
+    "f16 1000^3-like: bias + relu": bf16_program(200, 136, 120).replace("bf16", "f16"),
+    "bf16, B as [N, K], residual + tanh": bf16_program(100, 72, 50, "residual", b_layout="nk"),
+    "bf16 batched 4 x 100x300 @ 300x200": """func.func @main(%a: tensor<4x100x300xbf16>,
+      %b: tensor<4x300x200xbf16>) -> tensor<4x100x200xf32> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<4x100x300xbf16>, tensor<4x300x200xbf16>) -> tensor<4x100x200xf32>
+  return %0 : tensor<4x100x200xf32>
+}""",
+}
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+@pytest.mark.parametrize("form", list(RAGGED))
+def test_ragged_shapes_take_padded_tiles_with_the_switch(form, target, tmp_path):
+    """Ragged M, N and K on the configuration with IREE's padding: one
+    kernel, mma.sync of the operands' type in its PTX, 0 spills. (Numerics:
+    not checked on a GPU yet, which is why iree_mma_padding is off.)"""
+    result = tilefuse.compile_program(
+        RAGGED[form], f"{target},iree_mma_padding=true", dump_dir=tmp_path
+    )
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("matmul_mma_iree", "applied"), report.line()
+    assert " padded " in report.params and "tiles padded" in report.reason, report.line()
+    assert report.spill_bytes == 0, report.line()
+    element = "f16" if form.startswith("f16") else "bf16"
+    ptx = "".join(p.read_text() for p in tmp_path.rglob("binaries/*.ptx"))
+    assert matmul_mma_iree.mma_ptx(element) in ptx
+
+
+def test_ragged_shapes_take_the_fma_kernel_by_default():
+    assert not load_target("cuda").iree_mma_padding
+    (report,) = tilefuse.compile_program(
+        RAGGED["bf16, B as [N, K], residual + tanh"], "cuda"
+    ).reports
+    assert (report.strategy, report.status) == ("matmul", "applied"), report.line()
+    assert "padding ragged shapes is off: target field iree_mma_padding" in report.reason
+
+
+def test_padded_lowering_config_pads_to_the_tiles():
+    params, _ = _plan(RAGGED["f16 1000^3-like: bias + relu"], "cuda,iree_mma_padding=true")
+    config = matmul_mma_iree.lowering_config(params)
+    tm, tn = params.workgroup_tile
+    assert f"padding = [{tm}, {tn}, 16]" in config, config
+    assert f"workgroup = [{tm}, {tn}, 0]" in config and "reduction = [0, 0, 1]" in config
+    aligned, _ = _plan(bf16_program(256, 256, 256))
+    assert "padding" not in matmul_mma_iree.lowering_config(aligned)
 
 
 def test_kernel_check_refuses_a_build_without_iree_mma():

@@ -26,6 +26,9 @@ MATMULS = {
     "decode_m16_bf16": (16, 4096, 4096, (), "bf16"),
     "decode_m16_f16": (16, 4096, 4096, (), "f16"),
     "llama_up_bf16": (4096, 4096, 11008, (), "bf16"),
+    "decode_m16_gelu_f16": (16, 4096, 4096, ("bias", "gelu"), "f16"),
+    "matmul_ragged_1000_f16": (1000, 1000, 1000, ("bias",), "f16"),
+    "mlp_up_gelu_ragged_bf16": (154, 768, 3072, ("bias", "gelu"), "bf16"),
 }
 # tanh GELU's constants as the corpus's JAX programs hold them in bf16.
 GELU = {"k0": "4.467770e-02", "k1": "7.978850e-01", "one": "1.000000e+00", "half": "5.000000e-01"}

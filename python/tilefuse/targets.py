@@ -98,6 +98,13 @@ class Target:
     # Off, f16 takes the own mma.sync kernel (matmul_mma) and bf16 the FMA
     # one (`explain` says so).
     iree_mma: bool = False
+    # With iree_mma: products whose M, N or K no tile divides (ragged
+    # shapes, M and N of at least 16) on the same configuration with
+    # IREE's `padding` (the pipeline pads each tile of A and B itself, as
+    # IREE's own configuration for such shapes does). Off by default until
+    # a GPU run checks its numerics (docs/findings.md, 'Ragged shapes on
+    # IREE's configuration'); off, they take the FMA kernel.
+    iree_mma_padding: bool = False
     # f32 x f32 -> f32 contractions on tensor cores as TF32 (operands
     # rounded to 10 bits of mantissa, as XLA's default precision on
     # Ampere and later does); off by default: the program asked for f32.

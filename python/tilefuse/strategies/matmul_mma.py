@@ -204,13 +204,19 @@ def _config(p: Product, shared_limit: int, multiprocessors: int = 0) -> TileConf
 def filling_tile(fitting: list, m: int, n: int, batch: int, multiprocessors: int):
     """Of tile configurations (with .tm, .tn), largest first: the first whose
     grid gives every multiprocessor a workgroup, else the one with the most
-    workgroups; None for none (matmul_coop's chooser too)."""
+    workgroups; None for none (matmul_coop's chooser too). A tile that does
+    not divide the shape (a padded one) counts its last, partial row or
+    column of workgroups."""
     if not fitting:
         return None
+
+    def workgroups(cfg) -> int:
+        return -(-m // cfg.tm) * -(-n // cfg.tn)
+
     for cfg in fitting:
-        if batch * (m // cfg.tm) * (n // cfg.tn) >= multiprocessors:
+        if batch * workgroups(cfg) >= multiprocessors:
             return cfg
-    return max(fitting, key=lambda c: (m // c.tm) * (n // c.tn))
+    return max(fitting, key=workgroups)
 
 
 def _configs(p: Product, shared_limit: int):

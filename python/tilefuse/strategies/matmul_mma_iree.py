@@ -24,10 +24,15 @@ files turn it on):
 - the structures the matmul kernels take (matmul.structure_refusal: a fill,
   the contraction, at most one elementwise root; at most one batch loop),
   A as [M, K], B as [K, N] or [N, K];
-- M and N multiples of 16 and K of 16 (tiles divide the shape: no
-  padding); the largest workgroup tile of 128x128 down to 16x16 whose grid
-  still gives every multiprocessor a workgroup (matmul_mma.filling_tile),
-  warps of at most 64x32 outputs, K step 64, 32 or 16.
+- M and N multiples of 16 and K of 16 (tiles divide the shape); the
+  largest workgroup tile of 128x128 down to 16x16 whose grid still gives
+  every multiprocessor a workgroup (matmul_mma.filling_tile), warps of at
+  most 64x32 outputs, K step 64, 32 or 16;
+- where the target's `iree_mma_padding` is on (off by default: not yet
+  checked on a GPU), also shapes no tile divides, M and N at least 16: the
+  same tiles with IREE's `padding` set to the workgroup tile and K step (16
+  for a ragged K, as IREE's own configuration of such shapes has it), so
+  that IREE's pipeline pads each tile of A and B itself: no extra dispatch.
 After the build the strategy refuses a kernel whose PTX holds no mma.sync
 of the operands' type or whose block size is not the one it configured
 (IREE ignored the configuration): `ptx_refusal`.
@@ -66,6 +71,7 @@ class MatmulMmaIreeParams:
     workgroup_tile: tuple[int, int]  # (TM, TN)
     warp_tile: tuple[int, int]  # (WM, WN)
     k_tile: int
+    padded: bool  # a padded tiling of a ragged shape (target field iree_mma_padding)
     epilogue: bool
     batch: bool
 
@@ -99,16 +105,23 @@ def _warp_tile(tm: int, tn: int) -> tuple[int, int]:
     return wm, wn
 
 
-def _configs(m: int, n: int, k: int):
-    """(TM, TN, WM, WN, KT) that divide the shape, largest tiles first."""
+# The K step of a padded K: IREE's own configuration's for ragged shapes
+# (reduction = [0, 0, 1], padding [64, 64, 16] for 1000^3 f16 on sm_80).
+PADDED_K_TILE = 16
+
+
+def _configs(m: int, n: int, k: int, padding: bool):
+    """(TM, TN, WM, WN, KT) that divide the shape, largest tiles first;
+    where none divides and `padding`, the padded tiles (M and N at least
+    16: a smaller one is a decode shape, hlo/split_k.py's)."""
     kt = next((t for t in K_TILES if k % t == 0), None)
-    if kt is None:
+    exact = [] if kt is None else [(tm, tn) for tm, tn in WORKGROUP_TILES if not (m % tm or n % tn)]
+    for tm, tn in exact:
+        yield _Tile(tm, tn, *_warp_tile(tm, tn), kt)
+    if exact or not padding or m < 16 or n < 16:
         return
     for tm, tn in WORKGROUP_TILES:
-        if m % tm or n % tn:
-            continue
-        wm, wn = _warp_tile(tm, tn)
-        yield _Tile(tm, tn, wm, wn, kt)
+        yield _Tile(tm, tn, *_warp_tile(tm, tn), kt or PADDED_K_TILE, padded=True)
 
 
 @dataclass(frozen=True)
@@ -118,11 +131,12 @@ class _Tile:
     wm: int
     wn: int
     kt: int
+    padded: bool = False  # IREE's pipeline pads M, N, K to the tiles
 
 
 def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaIreeParams | None:
     (c,) = d.contractions
-    grid = (c.n[0] // t.tn, c.m[0] // t.tm, c.batch[0] if c.batch else 1)
+    grid = (-(-c.n[0] // t.tn), -(-c.m[0] // t.tm), c.batch[0] if c.batch else 1)
     if target.grid_refusal(grid):
         return None
     warps = (t.tm // t.wm) * (t.tn // t.wn)
@@ -134,6 +148,7 @@ def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaIreeParams | None
         workgroup_tile=(t.tm, t.tn),
         warp_tile=(t.wm, t.wn),
         k_tile=t.kt,
+        padded=t.padded,
         epilogue=epilogue,
         batch=bool(c.batch),
     )
@@ -149,7 +164,7 @@ def _options(d: Dispatch, target: Target) -> list[MatmulMmaIreeParams]:
     """candidates, for a dispatch _check accepts."""
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
-    fitting = list(_configs(m, n, k))
+    fitting = list(_configs(m, n, k, target.iree_mma_padding))
     batch = c.batch[0] if c.batch else 1
     first = filling_tile(fitting, m, n, batch, target.multiprocessors)
     if first is None:
@@ -159,7 +174,8 @@ def _options(d: Dispatch, target: Target) -> list[MatmulMmaIreeParams]:
 
 
 def choice_of(p: MatmulMmaIreeParams) -> dict:
-    return {"tile": list(p.workgroup_tile), "k_tile": p.k_tile}
+    choice = {"tile": list(p.workgroup_tile), "k_tile": p.k_tile}
+    return {**choice, "padded": True} if p.padded else choice
 
 
 def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaIreeParams | None, str]:
@@ -170,17 +186,23 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaIreeParams | None, str]:
     m, n, k = c.m[0], c.n[0], c.k[0]
     options = _options(d, target)
     if not options:
+        padding = (
+            "M or N below 16"
+            if target.iree_mma_padding
+            else "padding ragged shapes is off: target field iree_mma_padding"
+        )
         return None, (
             f"no tile configuration divides {m}x{n}x{k} (M, N by 16-128, K by 16) "
-            "within the target's workgroup counts"
+            f"within the target's workgroup counts ({padding})"
         )
     params, note = tuning.pick(
         options, choice_of, target, "matmul_mma_iree", contraction_signature(d)
     )
     batch = f"{c.batch[0]} x " if c.batch else ""
     epilogue = " with its epilogue" if params.epilogue else ""
+    padded = ", tiles padded by IREE's pipeline" if params.padded else ""
     return params, (
-        f"{batch}{m}x{k} @ {k}x{n} {params.element} -> f32{epilogue}: mma.sync m16n8k16 "
+        f"{batch}{m}x{k} @ {k}x{n} {params.element} -> f32{epilogue}{padded}: mma.sync m16n8k16 "
         f"{params.element} through IREE's TileAndFuse pipeline ({INTRINSICS[params.element]})"
         f"{note}"
     )
@@ -191,8 +213,9 @@ def steps(p: MatmulMmaIreeParams) -> dict[str, str]:
 
 
 def describe(p: MatmulMmaIreeParams) -> str:
+    padded = " padded" if p.padded else ""
     return (
-        f"tile={list(p.workgroup_tile)} warp={list(p.warp_tile)} k_tile={p.k_tile} "
+        f"tile={list(p.workgroup_tile)}{padded} warp={list(p.warp_tile)} k_tile={p.k_tile} "
         f"grid={list(p.launch.grid)} wg={list(p.launch.workgroup)} (IREE TileAndFuse)"
     )
 
@@ -200,7 +223,8 @@ def describe(p: MatmulMmaIreeParams) -> str:
 def lowering_config(p: MatmulMmaIreeParams) -> str:
     """The contraction's #iree_gpu.lowering_config: tile sizes per loop
     ([B,] M, N, K); subgroup and reduction sizes count intrinsics (m16, n8,
-    k16), not elements."""
+    k16), not elements; `padding` (a padded tiling) in elements, the
+    workgroup tile and K step."""
     lead = [1] if p.batch else []
     below = [0] if p.batch else []
     tm, tn = p.workgroup_tile
@@ -208,9 +232,11 @@ def lowering_config(p: MatmulMmaIreeParams) -> str:
     workgroup = [*lead, tm, tn, 0]
     subgroup = [*below, wm // 16, wn // 8, 0]
     reduction = [*below, 0, 0, p.k_tile // 16]
+    padding = f"padding = {[*lead, tm, tn, p.k_tile]}, " if p.padded else ""
     return (
         "#iree_gpu.lowering_config<{convert_acc_gemm, "
-        f"mma_kind = #iree_gpu.mma_layout<{INTRINSICS[p.element]}>, promote_operands = [0, 1], "
+        f"mma_kind = #iree_gpu.mma_layout<{INTRINSICS[p.element]}>, {padding}"
+        "promote_operands = [0, 1], "
         f"reduction = {reduction}, subgroup = {subgroup}, workgroup = {workgroup}}}>"
     )
 
