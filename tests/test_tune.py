@@ -4,11 +4,14 @@ result; a choice that does not fit is ignored with a note; the tuner times
 candidates on lavapipe and writes an entry the next compile reads."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import tilefuse
+from support import run_cli
 from test_matmul import program, reference
-from tilefuse.bench.tune import tune
+from tilefuse.bench.tune import Candidates, record, tune, winner
 from tilefuse.strategies import matmul, tuning
 from tilefuse.targets import load_target
 
@@ -104,3 +107,71 @@ def test_ragged_grid_fills_the_gpu_first():
     assert first.ragged and grid[0] * grid[1] >= cuda.multiprocessors > 48, matmul.describe(first)
     (on_vulkan, *_) = matmul.candidates(choice.dispatch, load_target("vulkan"))
     assert on_vulkan.thread_tile == (8, 8)  # lavapipe names none: the largest tile
+
+
+# The GPU machine has no IREE compiler and no tilefuse: the tune runner is
+# run with both blocked, from the bundle's own copy (tilefuse_run).
+RUN_TUNE_WITHOUT_COMPILER = """
+import importlib.abc, runpy, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "tilefuse" or name.startswith("iree.compiler"):
+            raise ImportError("not on the device machine: " + name)
+sys.meta_path.insert(0, Block())
+sys.argv = ["tune_runner", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1"]
+runpy.run_module("tilefuse_run.bench.tune_runner", run_name="__main__")
+"""
+
+
+def test_a_tune_bundle_is_timed_without_the_compiler_and_recorded_here(tmp_path):
+    """`tune --bundle` compiles the candidates here; the bundle's runner
+    times them with tilefuse and the compiler blocked, checking each one's
+    outputs against the chooser's pick; `tune --record` writes the cache
+    entry the next compile reads."""
+    model = tmp_path / "mm.mlir"
+    model.write_text(program(64, 64, 128))
+    proc = run_cli("tune", str(model), "--target", "vulkan", "--bundle", str(tmp_path / "b"),
+                   "--candidates", "3")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    bundle = tmp_path / "b"
+    manifest = json.loads((bundle / "tune.json").read_text())
+    (d,) = manifest["dispatches"]
+    assert d["signature"] == SIGNATURE and len(d["files"]) == 3 and d["default_first"]
+    assert (bundle / "tilefuse_run" / "bench" / "tune_runner.py").is_file()
+    run = subprocess.run(
+        [sys.executable, "-c", RUN_TUNE_WITHOUT_COMPILER],
+        cwd=bundle, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((bundle / "tune_results.json").read_text())
+    (timed,) = results["dispatches"]
+    assert timed["agrees"] == [True, True, True] and all(s > 0 for s in timed["seconds"])
+    cache = tmp_path / "tuning.json"
+    proc = run_cli("tune", "--record", str(bundle), "--cache", str(cache))
+    assert proc.returncode == 0, proc.stderr
+    entry = json.loads(cache.read_text())["entries"][f"vulkan|matmul|{SIGNATURE}"]
+    assert entry["choice"] in d["choices"] and entry["device"] == "vulkan"
+    assert [c["seconds"] for c in entry["candidates"]] == timed["seconds"]
+    (report,) = tilefuse.compile_program(program(64, 64, 128), "vulkan", tuning=cache).reports
+    assert "(tuned:" in report.reason, report.line()
+
+
+def test_a_candidate_that_disagrees_never_wins(tmp_path):
+    """The fastest candidate computes something else than the chooser's
+    pick (the runner marked it): the next fastest that agrees is recorded."""
+    c = Candidates("d", "matmul", SIGNATURE, [{"a": 0}, {"a": 1}, {"a": 2}], [], True, [])
+    cache = tmp_path / "tuning.json"
+    tuned = record(cache, "vulkan", c, [3.0, 1.0, 2.0], "test", "m", [True, False, True])
+    assert tuned.winner == 2
+    entry = json.loads(cache.read_text())["entries"][f"vulkan|matmul|{SIGNATURE}"]
+    assert entry["choice"] == {"a": 2} and entry["disagreeing"] == [{"a": 1}]
+    # Within MARGIN of the default: the default stays.
+    assert winner([1.0, 0.99, 2.0], True, [True, True, True]) == 0
+
+
+def test_record_refuses_a_file_that_is_not_a_tune_result(tmp_path):
+    bad = tmp_path / "r.json"
+    bad.write_text("{}")
+    proc = run_cli("tune", "--record", str(bad))
+    assert proc.returncode != 0
+    assert "not a tune bundle's results file" in proc.stderr and "Traceback" not in proc.stderr

@@ -382,19 +382,34 @@ def _strategies_option(p) -> None:
 
 
 def cmd_tune(args) -> None:
-    from .bench.tune import summary_lines, tune
+    from .bench.tune import record_bundle_results, summary_lines, tune, write_tune_bundle
     from .strategies.tuning import default_path
 
     cache = Path(args.cache).expanduser() if args.cache else default_path()
-    found = tune(
-        args.model,
-        args.target,
-        device=args.device,
-        cache_path=cache,
-        max_candidates=args.candidates,
-        repeats=args.repeats,
-        progress=lambda s: print(s, file=sys.stderr),
-    )
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    if args.record:
+        if args.model or args.bundle:
+            raise TilefuseError("--record takes a results file alone (no MODEL, no --bundle)")
+        found = record_bundle_results(Path(args.record), cache)
+    elif not args.model:
+        raise TilefuseError("tune needs a MODEL (or --record RESULTS)")
+    elif args.bundle:
+        out = write_tune_bundle(
+            args.model, args.target, Path(args.bundle), device=args.device,
+            max_candidates=args.candidates, progress=progress,
+        )  # fmt: skip
+        print(f"wrote {out}")
+        print("on the device, in it: python -m tilefuse_run.bench.tune_runner . [--device D]")
+        print(f"then here: tilefuse tune --record {out}/tune_results.json")
+        return
+    else:
+        found = tune(
+            args.model, args.target, device=args.device, cache_path=cache,
+            max_candidates=args.candidates, repeats=args.repeats, progress=progress,
+        )  # fmt: skip
     print("\n".join(summary_lines(found, cache)))
 
 
@@ -556,9 +571,20 @@ def build_parser() -> argparse.ArgumentParser:
         "tune",
         help="time the tilings of each tunable dispatch on a device and record the fastest",
     )
-    t.add_argument("model", help="StableHLO .mlir text or bytecode")
+    t.add_argument("model", nargs="?", help="StableHLO .mlir text or bytecode")
     t.add_argument("--target", default="vulkan", help=f"one of: {targets}")
     t.add_argument("--device", help="runtime device (default: the target's driver)")
+    t.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="compile the candidates only, into DIR, for a machine with the device but "
+        "not the compiler (its runner writes DIR/tune_results.json)",
+    )
+    t.add_argument(
+        "--record",
+        metavar="RESULTS",
+        help="write the cache from a tune bundle's results (the file or its bundle directory)",
+    )
     t.add_argument(
         "--cache",
         help="the tuning cache to update (default $TILEFUSE_TUNING, else "

@@ -12,6 +12,7 @@ device run needs into one directory.
                                     for the torch.compile peer)
     DIR/tilefuse_run/               the runner: bench/gpu.py with runtime.py and
                                     errors.py, which need only numpy and iree.runtime
+                                    (and bench/tune_runner.py, tune bundles' runner)
 
 Inputs are not stored: the runner makes them from seed 0 as `tilefuse bench`
 does (a sample's own inputs, else random ones of the signature), which keeps
@@ -44,8 +45,9 @@ from .run import (
 
 BUNDLE_LIMIT = 64 * 2**20
 PACKAGE = "tilefuse_run"
-# Files of the runner, as the package `tilefuse_run` (same relative imports).
-RUNNER_FILES = ("errors.py", "runtime.py", "bench/gpu.py")
+# Files of the runners (bench bundles: bench/gpu.py; tune bundles, bench/tune.py:
+# bench/tune_runner.py), as the package `tilefuse_run` (same relative imports).
+RUNNER_FILES = ("errors.py", "runtime.py", "bench/gpu.py", "bench/tune_runner.py")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -62,7 +64,7 @@ def _commit() -> str | None:
         return None
 
 
-def _write_runner(out: Path) -> None:
+def write_runner(out: Path) -> None:
     for name in RUNNER_FILES:
         target = out / PACKAGE / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -164,7 +166,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
         if any("sample" in e for e in entries):
             shutil.copyfile(SAMPLES / "references.py", staging / "references.py")
             shutil.copyfile(SAMPLES / TORCH_PEERS, staging / TORCH_PEERS)
-        _write_runner(staging)
+        write_runner(staging)
         manifest = {
             "target": target.name,
             "device": options.device or target.runtime_driver,
