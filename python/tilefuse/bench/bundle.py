@@ -51,7 +51,7 @@ RUNNER_FILES = ("errors.py", "runtime.py", "bench/gpu.py", "bench/tune_runner.py
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
-def _commit() -> str | None:
+def source_commit() -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
@@ -170,7 +170,7 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
         manifest = {
             "target": target.name,
             "device": options.device or target.runtime_driver,
-            "commit": _commit(),
+            "commit": source_commit(),
             "run": f"cd BUNDLE && python -m {PACKAGE}.bench.gpu . [--device D]",
             # HBM peaks (pipelines/hardware/gpus.toml) the runner matches
             # against the device JAX names, for the fraction of peak.
@@ -180,14 +180,21 @@ def write_bundle(models: list[str], options: BenchOptions, out: Path, progress=N
             "tensor_flops": {name: load_gpu(name).tensor_flops for name in gpu_names()},
             "models": entries,
         }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        size = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file())
-        if size > BUNDLE_LIMIT:
-            raise TilefuseError(
-                f"the bundle would hold {size / 2**20:.1f} MiB, over the "
-                f"{BUNDLE_LIMIT // 2**20} MiB a device run takes: bundle fewer models"
-            )
-        if out.exists():
-            out.rmdir()
-        shutil.move(str(staging), str(out))
+        publish(staging, out, MANIFEST, manifest, "the bundle", "bundle fewer models")
     return out
+
+
+def publish(staging: Path, out: Path, name: str, manifest: dict, what: str, fewer: str) -> None:
+    """Write `manifest` as staging/`name`, check the size against
+    BUNDLE_LIMIT (`what` would hold too much: `fewer` says what to drop),
+    and move `staging` to `out`: a bundle is complete or absent."""
+    (staging / name).write_text(json.dumps(manifest, indent=2))
+    size = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file())
+    if size > BUNDLE_LIMIT:
+        raise TilefuseError(
+            f"{what} would hold {size / 2**20:.1f} MiB, over the "
+            f"{BUNDLE_LIMIT // 2**20} MiB a device run takes: {fewer}"
+        )
+    if out.exists():
+        out.rmdir()
+    shutil.move(str(staging), str(out))

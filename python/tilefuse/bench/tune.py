@@ -24,7 +24,6 @@ first, and `record_bundle_results` does the last from the runner's file.
 """
 
 import json
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -40,7 +39,7 @@ from ..runtime import open_device
 from ..strategies import BY_NAME
 from ..strategies import tuning as cache
 from ..targets import load_target
-from .bundle import BUNDLE_LIMIT, PACKAGE, _commit, write_runner
+from .bundle import PACKAGE, publish, source_commit, write_runner
 from .costmodel import io_floor
 from .gpu import random_inputs
 from .measure import REPEAT_FLAG
@@ -249,7 +248,7 @@ def write_tune_bundle(
         manifest = {
             "target": target.name,
             "device": device or target.runtime_driver,
-            "commit": _commit(),
+            "commit": source_commit(),
             "model": Path(str(model)).name,
             "function": function,
             "signature": [[list(s), d] for s, d in input_signature(program, function)],
@@ -257,16 +256,7 @@ def write_tune_bundle(
             "run": f"cd BUNDLE && python -m {PACKAGE}.bench.tune_runner . [--device D]",
             "dispatches": dispatches,
         }
-        (staging / TUNE_MANIFEST).write_text(json.dumps(manifest, indent=2))
-        size = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file())
-        if size > BUNDLE_LIMIT:
-            raise TilefuseError(
-                f"the tune bundle would hold {size / 2**20:.1f} MiB, over the "
-                f"{BUNDLE_LIMIT // 2**20} MiB a device run takes: fewer --candidates"
-            )
-        if out.exists():
-            out.rmdir()
-        shutil.move(str(staging), str(out))
+        publish(staging, out, TUNE_MANIFEST, manifest, "the tune bundle", "fewer --candidates")
     return out
 
 
