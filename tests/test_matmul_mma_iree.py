@@ -228,3 +228,25 @@ def test_a_failed_configuration_gives_way_to_the_choice_without_it(monkeypatch):
         assert (report.strategy, report.status) == (fallback, "applied"), report.line()
         assert f"matmul_mma_iree failed, {fallback} used instead" in report.reason
         assert "refused here" in report.reason
+
+
+def test_k_steps_are_candidates_and_a_tuned_one_is_taken(tmp_path):
+    """`tilefuse tune` times each tile with every K step that divides K, the
+    chooser's pick first; a cache naming a shorter K step gets it."""
+    from tilefuse.strategies import tuning
+    from tilefuse.strategies.matmul import contraction_signature
+
+    text = bf16_program(256, 256, 256)
+    result = tilefuse.compile_program(text, "cuda", tuning=tmp_path / "none.json")
+    (choice,) = [c for c in result.compilation.choices if c.dispatch.contractions]
+    options = matmul_mma_iree.candidates(choice.dispatch, load_target("cuda"))
+    choices = [matmul_mma_iree.choice_of(p) for p in options]
+    first = choices[0]
+    assert first["k_tile"] == 64 and {**first, "k_tile": 32} == choices[1], choices
+    cache = tmp_path / "tuning.json"
+    signature = contraction_signature(choice.dispatch)
+    entry = {"choice": {**first, "k_tile": 16}, "seconds": 1.0}
+    tuning.record(cache, "cuda", "matmul_mma_iree", signature, entry)
+    (report,) = tilefuse.compile_program(text, "cuda", tuning=cache).reports
+    assert report.status == "applied" and "k_tile=16" in report.params, report.line()
+    assert "(tuned:" in report.reason and report.spill_bytes == 0, report.line()

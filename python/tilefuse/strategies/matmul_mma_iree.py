@@ -38,7 +38,7 @@ of the operands' type or whose block size is not the one it configured
 (IREE ignored the configuration): `ptx_refusal`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iree.compiler import ir
 
@@ -157,7 +157,22 @@ def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaIreeParams | None
 def candidates(d: Dispatch, target: Target) -> list[MatmulMmaIreeParams]:
     """Every tile configuration that fits the dispatch, the chooser's pick
     first (what `tilefuse tune` times); [] when the kernel refuses it."""
-    return [] if _check(d, target) else _options(d, target)
+    return [] if _check(d, target) else _with_k_tiles(d, _options(d, target))
+
+
+def _with_k_tiles(d: Dispatch, options: list) -> list[MatmulMmaIreeParams]:
+    """Each option, then the same tiles with the other K steps that fit
+    (the chooser takes the longest; a tuned one may be shorter): any where
+    IREE pads K, else those that divide it."""
+    (c,) = d.contractions
+    k = c.k[0]
+    out = []
+    for p in options:
+        out.append(p)
+        out += [
+            replace(p, k_tile=kt) for kt in K_TILES if kt != p.k_tile and (p.padded or k % kt == 0)
+        ]
+    return out
 
 
 def _options(d: Dispatch, target: Target) -> list[MatmulMmaIreeParams]:
@@ -196,7 +211,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulMmaIreeParams | None, str]:
             f"within the target's workgroup counts ({padding})"
         )
     params, note = tuning.pick(
-        options, choice_of, target, "matmul_mma_iree", contraction_signature(d)
+        _with_k_tiles(d, options), choice_of, target, "matmul_mma_iree", contraction_signature(d)
     )
     batch = f"{c.batch[0]} x " if c.batch else ""
     epilogue = " with its epilogue" if params.epilogue else ""
