@@ -190,6 +190,40 @@ def test_reads_through_a_reshape_of_a_sliced_load():
     np.testing.assert_array_equal(module.main(x), want)
 
 
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+def test_a_view_between_two_elementwise_ops_moves_to_the_load(target):
+    """Group-wise int8 dequantization before a matmul: convert, view as
+    [groups, K/groups, N], scale per group, view back. The view between
+    the convert and the scale folds into the load once IREE's
+    propagate-reshapes pass moved it there (dispatch/fold_reshapes.py);
+    before, the dispatch stayed on IREE's codegen. Numerics on lavapipe,
+    exact (one rounding per product, as numpy's)."""
+    text = """func.func @main(%x: tensor<2x512xf32>, %w: tensor<512x256xi8>,
+    %s: tensor<8x1x256xf32>) -> tensor<2x256xf32> {
+  %0 = stablehlo.convert %w : (tensor<512x256xi8>) -> tensor<512x256xf32>
+  %1 = stablehlo.reshape %0 : (tensor<512x256xf32>) -> tensor<8x64x256xf32>
+  %2 = stablehlo.broadcast_in_dim %s, dims = [0, 1, 2] : (tensor<8x1x256xf32>) -> tensor<8x64x256xf32>
+  %3 = stablehlo.multiply %1, %2 : tensor<8x64x256xf32>
+  %4 = stablehlo.reshape %3 : (tensor<8x64x256xf32>) -> tensor<512x256xf32>
+  %5 = stablehlo.dot_general %x, %4, contracting_dims = [1] x [0] : (tensor<2x512xf32>, tensor<512x256xf32>) -> tensor<2x256xf32>
+  return %5 : tensor<2x256xf32>
+}"""
+    result = tilefuse.compile_program(text, target)
+    # (On CUDA the decode-shaped product is split in K: more dispatches.)
+    assert all(r.status == "applied" for r in result.reports), [r.line() for r in result.reports]
+    assert result.reports[0].strategy == "loop", result.reports[0].line()
+    if target != "vulkan":
+        return
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 512)).astype(np.float32)
+    w = rng.integers(-128, 128, (512, 256)).astype(np.int8)
+    s = rng.uniform(0.01, 0.1, (8, 1, 256)).astype(np.float32)
+    dequant = (w.astype(np.float32).reshape(8, 64, 256) * s).reshape(512, 256)
+    want = x.astype(np.float64) @ dequant.astype(np.float64)
+    got = tilefuse.CompiledModule(result.vmfb, "vulkan").main(x, w, s)
+    assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want))
+
+
 def test_boolean_results_take_the_loop_kernel():
     """IREE stores a comparison's i1 result as i8 through an arith.extui on
     the whole tensor; the loop script's step "tensor_arith" writes it as a

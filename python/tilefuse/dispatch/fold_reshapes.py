@@ -12,6 +12,13 @@ the fusion stage pre-forms. This stage runs that pass on the dispatches
 that hold a reshape of a load or of a stored value, and keeps its result
 where no reshape is left in the dispatch (else a reshape moves between two
 ops, where no kernel takes it); the log names them.
+
+Where a reshape sits between two computed values instead (a group-wise
+int8 dequantization: convert [K, N], view as [G, K/G, N], scale per group,
+view back), that pass alone leaves it, and the dispatch stayed on IREE's
+codegen ("root op is tensor.collapse_shape"). Then the stage tries again
+with IREE's `iree-codegen-propagate-reshapes-by-expansion` first, which
+moves the view through the elementwise ops to the load, where it folds.
 """
 
 from iree.compiler import ir, passmanager
@@ -20,7 +27,12 @@ from ..irutil import symbol_name, walk
 from . import rewrite_sources
 from .read import LOAD, STORE, defining_op_name
 
-PIPELINE = "func.func(iree-codegen-fold-reshape-into-interface-tensor, canonicalize)"
+FOLD = "iree-codegen-fold-reshape-into-interface-tensor, canonicalize"
+# Tried in order; the first that leaves no reshape in the dispatch is kept.
+PIPELINES = (
+    f"func.func({FOLD})",
+    f"func.func(iree-codegen-propagate-reshapes-by-expansion, {FOLD})",
+)
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
@@ -53,14 +65,18 @@ def fold_reshapes_in(module: ir.Module) -> tuple[bool, list[str]]:
         before = _binding_reshapes(func)
         if not before:
             continue
-        # On a copy: where a reshape is left anywhere in the function (a
-        # split-K sum's loads folded, a collapse_shape moved between its ops
-        # instead), the original stays, which the loop kernel reads as views.
-        folded = func.clone(ip=ir.InsertionPoint(func))
-        passmanager.PassManager.parse(PIPELINE, module.context).run(folded)
         name = symbol_name(func)
-        if any(op.name in RESHAPES for op in walk(folded)):
+        for pipeline in PIPELINES:
+            # On a copy: where a reshape is left anywhere in the function (a
+            # split-K sum's loads folded, a collapse_shape moved between its
+            # ops instead), the original stays, which the loop kernel reads
+            # as views.
+            folded = func.clone(ip=ir.InsertionPoint(func))
+            passmanager.PassManager.parse(pipeline, module.context).run(folded)
+            if not any(op.name in RESHAPES for op in walk(folded)):
+                break
             folded.erase()
+        else:
             log.append(
                 f"{name}: reshapes not folded into bindings (one would stay in the dispatch)"
             )
