@@ -361,7 +361,8 @@ def _fusion_options(p) -> None:
         "--phase-timeout",
         type=float,
         default=DEFAULT_PHASE_TIMEOUT_S,
-        help="seconds each iree-compile run may take (default %(default)s)",
+        help="seconds each iree-compile run with tilefuse's regions or strategies may take "
+        "before they fall back (default %(default)s; IREE's own runs are not bounded)",
     )
     _strategies_option(p)
     p.add_argument(
@@ -620,7 +621,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--phase-timeout",
         type=float,
         default=DEFAULT_PHASE_TIMEOUT_S,
-        help="seconds each iree-compile run may take (default %(default)s)",
+        help="seconds each iree-compile run with tilefuse's regions or strategies may take "
+        "before they fall back (default %(default)s; IREE's own runs are not bounded)",
     )
     _strategies_option(pr)
     pr.set_defaults(func=cmd_prepare)

@@ -33,7 +33,10 @@ smallest scale that removes it, and reported (never silent):
     the program compiles again with the other groups (compile_fused, a note
     per group, fusion/blame.py finds the group);
   - a fusion failure that names no group compiles the program on IREE's own
-    dispatches (a note).
+    dispatches (a note);
+  - a run holding tilefuse's regions or strategies that runs out of time
+    (Options.timeout_s) fails like the above; IREE's own runs have no time
+    limit, as plain iree-compile has none.
 `strict=True` (`--strict`) turns each of these into an error instead.
 """
 
@@ -110,9 +113,16 @@ class Options:
     statistics: bool = False
     phase2_flags: tuple[str, ...] = ()  # phases 2 and 3 (bench: repeated dispatches)
     strict: bool = False  # a strategy or fusion failure is an error, not a fallback
-    timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S  # per iree-compile run
+    # Per iree-compile run that holds something of tilefuse's (a fusion
+    # plan's regions, strategies, finished kernels); a run of IREE's alone
+    # (its own formation, its codegen with every strategy withdrawn) is not
+    # bounded, as plain iree-compile is not: `unbounded`.
+    timeout_s: float | None = DEFAULT_PHASE_TIMEOUT_S
     # User strategies (strategies/user.py), tried before the built-ins.
     user_strategies: tuple = ()
+
+    def unbounded(self) -> "Options":
+        return replace(self, timeout_s=None)
 
 
 def phase1_input(program: Program, target: Target, workdir: Path, widen: bool = True) -> Path:
@@ -411,10 +421,12 @@ def _builtin_instead(choices: list[Choice], failures: dict[str, str]) -> None:
 
 
 def one_compile(c: "Compilation") -> Phase2Run:
-    """Phase 2 as one iree-compile: the strategies, IREE's lowering, the module."""
+    """Phase 2 as one iree-compile: the strategies, IREE's lowering, the
+    module; with no strategy left, IREE's codegen alone, unbounded."""
     return lambda library, active: phase2_executable(
-        c.sources, library, c.target, c.workdir, bool(active), c.options
-    )
+        c.sources, library, c.target, c.workdir, bool(active),
+        c.options if active else c.options.unbounded(),
+    )  # fmt: skip
 
 
 def strategies_only(c: "Compilation") -> Phase2Run:
@@ -706,8 +718,11 @@ def fusion_stage(c: Compilation) -> None:
 
 
 def phase1_stage(c: Compilation) -> None:
+    # Bounded only with a plan's outlined regions in the program: IREE's
+    # formation of the user's program is what plain iree-compile runs.
+    options = c.options if c.plan is not None else c.options.unbounded()
     set_sources(
-        c, phase1_executable_sources(*phase1_args(c.phase1_program, c.target, c.workdir, c.options))
+        c, phase1_executable_sources(*phase1_args(c.phase1_program, c.target, c.workdir, options))
     )
 
 
@@ -763,6 +778,7 @@ def phase3_stage(c: Compilation) -> None:
     if c.target.backend != "spirv":
         return
     sources = c.sources
+    options = c.options.unbounded()  # IREE's codegen alone, unless kernels are spliced in
     try:
         if c.kernels is not None:
             kernels = finished_kernels(c.kernels.read_text())
@@ -773,13 +789,14 @@ def phase3_stage(c: Compilation) -> None:
             kernels = alias_kernels(applied, kernels, c.stage_log)
             sources = c.workdir / "executable_sources_spliced.mlir"
             sources.write_text(splice(c.sources.read_text(), kernels))
+            options = c.options if kernels else options
         c.vmfb, log3, _ = phase2_executable(
             sources,
             c.library,
             c.target,
             c.workdir,
             False,
-            c.options,
+            options,
             "phase 3 (finished kernels to SPIR-V)",
         )
         (c.workdir / "phase3.log").write_text(log3)

@@ -10,10 +10,12 @@ from iree.compiler.tools.binaries import find_tool
 
 from .errors import TilefuseError
 
-# Seconds one iree-compile run may take before tilefuse gives up on it (a
-# strategy that sends IREE into a pathological case must not cost the compile:
-# the driver falls back, see driver.py). Plain IREE compiles the samples in
-# seconds (the bench report's compile column, docs/results/bench-vulkan.md).
+# Seconds one iree-compile run that holds tilefuse's regions or strategies
+# may take before tilefuse gives up on it (a strategy that sends IREE into a
+# pathological case must not cost the compile: the driver falls back, see
+# driver.py; IREE's own runs are not bounded, Options.timeout_s). Plain IREE
+# compiles the samples in seconds (the bench report's compile column,
+# docs/results/bench-vulkan.md).
 DEFAULT_PHASE_TIMEOUT_S = 300
 
 
