@@ -339,3 +339,112 @@ def test_a_column_softmax_is_cut_into_kernels_it_has():
     e = np.exp(x - x.max(0))
     got = CompiledModule(result.vmfb, "vulkan", result.reports).main(x)
     np.testing.assert_allclose(got, e / e.sum(0), rtol=1e-5, atol=1e-7)
+
+
+def _epilogue_program(shape, dims, dtype, epilogue):
+    """A sum (max for "exp of max") of x over `dims`, f16 summed in f32, then
+    the elementwise epilogue: "mean" (/ the count), "bias sqrt"
+    (sqrt(sum + |b|) of squares), "exp of max", "mean to f16"."""
+    kept = [n for i, n in enumerate(shape) if i not in dims]
+    t_in, t_acc = f"tensor<{'x'.join(map(str, shape))}x{dtype}>", "f32"
+    x_acc = f"tensor<{'x'.join(map(str, shape))}xf32>"
+    r = f"tensor<{'x'.join(map(str, kept))}xf32>"
+    count = math.prod(shape[d] for d in dims)
+    args, lines = [f"%x: {t_in}"], []
+    x = "%x"
+    if dtype != "f32":
+        lines.append(f"%w = stablehlo.convert %x : ({t_in}) -> {x_acc}")
+        x = "%w"
+    if epilogue == "bias sqrt":
+        lines.append(f"%q = stablehlo.multiply {x}, {x} : {x_acc}")
+        x = "%q"
+    combiner, init = ("maximum", "0xFF800000") if epilogue == "exp of max" else ("add", "0.0")
+    lines += [
+        f"%c = stablehlo.constant dense<{init}> : tensor<{t_acc}>",
+        (
+            f"%s = stablehlo.reduce({x} init: %c) applies stablehlo.{combiner} across "
+            f"dimensions = {list(dims)} : ({x_acc}, tensor<f32>) -> {r}"
+        ),
+    ]
+    out, result = "%y", r
+    if epilogue in ("mean", "mean to f16"):
+        lines += [
+            f"%n = stablehlo.constant dense<{float(count)}> : {r}",
+            f"%y = stablehlo.divide %s, %n : {r}",
+        ]
+        if epilogue == "mean to f16":
+            result = r.replace("f32", "f16")
+            lines.append(f"%h = stablehlo.convert %y : ({r}) -> {result}")
+            out = "%h"
+    elif epilogue == "bias sqrt":
+        args.append(f"%b: {r}")
+        lines += [
+            f"%ab = stablehlo.abs %b : {r}",
+            f"%a = stablehlo.add %s, %ab : {r}",
+            f"%y = stablehlo.sqrt %a : {r}",
+        ]
+    else:
+        lines.append(f"%y = stablehlo.exponential %s : {r}")
+    body = "\n".join(f"  {line}" for line in lines)
+    return (
+        f"func.func @main({', '.join(args)}) -> {result} {{\n{body}\n  return {out} : {result}\n}}"
+    )
+
+
+def _epilogue_reference(x, b, dims, epilogue):
+    x = x.astype(np.float64)
+    if epilogue == "exp of max":
+        return np.exp(x.max(axis=dims))
+    if epilogue == "bias sqrt":
+        return np.sqrt((x * x).sum(axis=dims) + np.abs(b.astype(np.float64)))
+    return x.mean(axis=dims)
+
+
+EPILOGUES = [
+    ((1000, 512), (0,), "f32", "mean"),  # batch norm's batch mean
+    ((4, 300, 256), (1,), "f32", "mean"),  # a batch loop
+    ((777, 1000), (0,), "f32", "bias sqrt"),  # 1000 columns: a 200-column tile divides them
+    ((256, 96), (0,), "f16", "mean to f16"),
+    ((5000, 3), (0,), "f32", "exp of max"),  # row chunks on thread x (lavapipe)
+]
+
+
+@pytest.mark.parametrize("shape,dims,dtype,epilogue", EPILOGUES)
+def test_an_elementwise_epilogue_runs_in_the_column_kernel(shape, dims, dtype, epilogue):
+    """The root is the epilogue of the reduction (a mean's division, a
+    norm's sqrt): the kernel combines the partials into registers and
+    applies it there, one store. Tolerance against numpy in float64: 1e-6
+    of the largest output for f32, 1e-3 for an f16 result (one rounding)."""
+    result = tilefuse.compile_program(_epilogue_program(shape, dims, dtype, epilogue), "vulkan")
+    (report,) = result.reports
+    assert (report.strategy, report.status) == ("column_reduction", "applied"), report.line()
+    assert report.params.endswith("epilogue") and "then its elementwise epilogue" in report.reason
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(NUMPY[dtype])
+    kept = [n for i, n in enumerate(shape) if i not in dims]
+    b = rng.standard_normal(kept).astype(np.float32)
+    args = [x, b] if epilogue == "bias sqrt" else [x]
+    got = CompiledModule(result.vmfb, "vulkan").main(*args).astype(np.float64)
+    want = _epilogue_reference(x, b, dims, epilogue)
+    tolerance = 1e-3 if epilogue == "mean to f16" else 1e-6
+    assert np.max(np.abs(got - want)) <= tolerance * np.max(np.abs(want))
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_epilogue_kernels_assemble_without_spills(target):
+    for shape, dims, dtype, epilogue in EPILOGUES[2:4]:
+        result = tilefuse.compile_program(_epilogue_program(shape, dims, dtype, epilogue), target)
+        assert all(r.status == "applied" for r in result.reports), [
+            r.line() for r in result.reports
+        ]
+        assert result.reports[-1].params.endswith("epilogue"), result.reports[-1].line()
+        assert all(r.spill_bytes == 0 for r in result.reports)
+
+
+def test_an_epilogue_needs_a_tile_that_divides_the_kept_columns():
+    """997 kept columns (prime): no exact tile of a subgroup or more, so the
+    column kernel leaves the dispatch to IREE's codegen and says why."""
+    result = tilefuse.compile_program(_epilogue_program((64, 997), (0,), "f32", "mean"), "vulkan")
+    (report,) = result.reports
+    assert report.status != "applied"
+    assert "997 has none of at least a subgroup" in report.reason, report.reason

@@ -59,11 +59,155 @@
 //   output_vector      vector shape a thread fills, [.., vector]
 //   workgroup_dims     the workgroup size [Tx, S, 1] and subgroup size
 //   translation_info   the final pipeline annotation
+// and, where the root is an elementwise epilogue of the reduction (a
+// mean's division, a norm's sqrt: the steps "reduction", "workgroups" and
+// "threads" below take their _epilogue sequences):
+//   epilogue_operand   position of the root's input the reduction produces
+//   epilogue_tile      the epilogue's tile per workgroup, [.., T]
+//   epilogue_threads   threads of the epilogue (thread x), [.., Tx]
 module attributes {transform.with_named_sequence} {
   // Shared steps (transform_scripts/common.mlir), declared here, defined once
   // in the library the driver writes.
   transform.named_sequence private @tilefuse_find_root(%dispatch: !transform.any_op {transform.readonly})
       -> (!transform.any_op, !transform.any_op)
+  transform.named_sequence private @tilefuse_pass(%handle: !transform.any_op {transform.readonly})
+      -> !transform.any_op
+
+  // Step "reduction", with an epilogue: the reduction is the producer of
+  // the root's `epilogue_operand` (without one, the root itself: @tilefuse_pass).
+  transform.named_sequence @tilefuse_column_reduction_reduction(
+      %root: !transform.any_op {transform.readonly}) -> !transform.any_op {
+    %value = transform.get_operand %root[0] {tilefuse.param = "epilogue_operand"}
+      : (!transform.any_op) -> !transform.any_value
+    %reduction = transform.get_defining_op %value : (!transform.any_value) -> !transform.any_op
+    transform.yield %reduction : !transform.any_op
+  }
+
+  // Step "workgroups" (step 3 below): tile the kept dims to workgroups and
+  // fuse what feeds the op tiled (the combine, or the epilogue) into the
+  // workgroup's tile. Returns the workgroup-level combine, partial op,
+  // partial fill, output fill, the forall, and the epilogue's tile (without
+  // an epilogue the forall again, which the threads step then ignores).
+  transform.named_sequence @tilefuse_column_reduction_workgroups(
+      %combine: !transform.any_op {transform.consumed},
+      %dispatch: !transform.any_op {transform.readonly},
+      %partial_op: !transform.any_op {transform.consumed},
+      %partial_fill: !transform.any_op {transform.consumed},
+      %init: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
+          !transform.any_op, !transform.any_op) {
+    %wg_combine, %grid = transform.structured.tile_using_forall %combine
+        tile_sizes [0, 512] (mapping = [#gpu.block<x>])
+        {tilefuse.param = "workgroup_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // What feeds the combine, into the workgroup's tile: the partial op, its
+    // fill and the output's fill. The input itself stays a view of the
+    // binding (the expand_shape of the split folds into it): no copy, each
+    // thread reads straight from it.
+    %wg_partial, %grid2 = transform.structured.fuse_into_containing_op %partial_op into %grid
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_pfill, %grid3 = transform.structured.fuse_into_containing_op %partial_fill into %grid2
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_init, %grid4 = transform.structured.fuse_into_containing_op %init into %grid3
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %expanded = transform.get_operand %wg_partial[0]
+      : (!transform.any_op) -> !transform.any_value
+    %expand = transform.get_defining_op %expanded
+      : (!transform.any_value) -> !transform.any_op
+    %x, %grid5 = transform.structured.fuse_into_containing_op %expand into %grid4
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield %wg_combine, %wg_partial, %wg_pfill, %wg_init, %grid5, %grid5
+      : !transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
+        !transform.any_op, !transform.any_op
+  }
+  // ... with an epilogue: the epilogue is tiled, and the combine fused into
+  // its tile as the first of its producers.
+  transform.named_sequence @tilefuse_column_reduction_workgroups_epilogue(
+      %combine: !transform.any_op {transform.consumed},
+      %dispatch: !transform.any_op {transform.readonly},
+      %partial_op: !transform.any_op {transform.consumed},
+      %partial_fill: !transform.any_op {transform.consumed},
+      %init: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
+          !transform.any_op, !transform.any_op) {
+    // The root is the epilogue (split_reduction changed its operand: find it again).
+    %f, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_root, %grid = transform.structured.tile_using_forall %root
+        tile_sizes [512] (mapping = [#gpu.block<x>])
+        {tilefuse.param = "epilogue_tile"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_combine, %grid1 = transform.structured.fuse_into_containing_op %combine into %grid
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // Then what feeds the combine, as without an epilogue.
+    %wg_partial, %grid2 = transform.structured.fuse_into_containing_op %partial_op into %grid1
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_pfill, %grid3 = transform.structured.fuse_into_containing_op %partial_fill into %grid2
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_init, %grid4 = transform.structured.fuse_into_containing_op %init into %grid3
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %expanded = transform.get_operand %wg_partial[0]
+      : (!transform.any_op) -> !transform.any_value
+    %expand = transform.get_defining_op %expanded
+      : (!transform.any_value) -> !transform.any_op
+    %x, %grid5 = transform.structured.fuse_into_containing_op %expand into %grid4
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield %wg_combine, %wg_partial, %wg_pfill, %wg_init, %grid5, %wg_root
+      : !transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
+        !transform.any_op, !transform.any_op
+  }
+  // Step "threads" (step 6 below): thread x reduces the `split` partials of
+  // its columns into the output. The thread mapping guards it with y == 0
+  // (it uses no thread y), and puts a barrier before it, after the
+  // partials. The output's fill gets its own thread forall rather than
+  // being fused into the combine: fused, its masked write would be read
+  // back through a masked read that nothing folds, and bufferization would
+  // copy the output slice. Each thread fills and then combines the same
+  // columns (the mapping still puts a barrier between the two foralls).
+  // Returns the combine's step op and the ops vectorized at output_vector.
+  transform.named_sequence @tilefuse_column_reduction_threads(
+      %wg_combine: !transform.any_op {transform.consumed},
+      %wg_init: !transform.any_op {transform.consumed},
+      %wg_root: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op) {
+    %combine_op, %forall_c = transform.structured.tile_using_forall %wg_combine
+        num_threads [0, 128] (mapping = [#gpu.thread<x>])
+        {tilefuse.param = "combine_threads"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // The combine walks the `split` partials one row at a time (an scf.for),
+    // so a large split stays a loop instead of an unrolled block of reads.
+    %combine_step, %combine_loop = transform.structured.tile_using_for %combine_op
+        tile_sizes [1, 0] {tilefuse.param = "combine_step"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %out_fill, %forall_o = transform.structured.tile_using_forall %wg_init
+        num_threads [128] (mapping = [#gpu.thread<x>])
+        {tilefuse.param = "output_threads"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield %combine_step, %out_fill : !transform.any_op, !transform.any_op
+  }
+  // ... with an epilogue: the combine's result is the epilogue's input, not
+  // the output, so the combine and its fill are fused into the epilogue's
+  // thread forall: each thread fills, combines and applies the epilogue to
+  // its own columns in registers, and stores the epilogue's result once.
+  transform.named_sequence @tilefuse_column_reduction_threads_epilogue(
+      %wg_combine: !transform.any_op {transform.consumed},
+      %wg_init: !transform.any_op {transform.consumed},
+      %wg_root: !transform.any_op {transform.consumed})
+      -> (!transform.any_op, !transform.any_op) {
+    %epilogue, %forall_e = transform.structured.tile_using_forall %wg_root
+        num_threads [128] (mapping = [#gpu.thread<x>])
+        {tilefuse.param = "epilogue_threads"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %combine_op, %forall_c = transform.structured.fuse_into_containing_op %wg_combine into %forall_e
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %fill, %forall_f = transform.structured.fuse_into_containing_op %wg_init into %forall_c
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %combine_step, %combine_loop = transform.structured.tile_using_for %combine_op
+        tile_sizes [1, 0] {tilefuse.param = "combine_step"}
+      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %outputs = transform.merge_handles %fill, %epilogue : !transform.any_op
+    transform.yield %combine_step, %outputs : !transform.any_op, !transform.any_op
+  }
 
   transform.named_sequence @tilefuse_column_reduction(%dispatch: !transform.any_op {transform.readonly}) {
     // Step 1. Find the root (the op whose result the dispatch stores: a
@@ -76,10 +220,13 @@ module attributes {transform.with_named_sequence} {
     transform.apply_patterns to %func {
       transform.apply_patterns.iree.linalg_elementwise_greedy_fusion
     } : !transform.any_op
-    // The fusion replaced the root: find it again.
+    // The fusion replaced the root: find it again. The reduction is the
+    // root, or the producer of the root's epilogue (step "reduction").
     %func_1, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %init_value = transform.get_operand %root[1] {tilefuse.param = "root_init"}
+    %reduction = transform.include @tilefuse_pass failures(propagate) (%root)
+        {tilefuse.step = "reduction"} : (!transform.any_op) -> !transform.any_op
+    %init_value = transform.get_operand %reduction[1] {tilefuse.param = "root_init"}
       : (!transform.any_op) -> !transform.any_value
     %init = transform.get_defining_op %init_value
       : (!transform.any_value) -> !transform.any_op
@@ -92,33 +239,21 @@ module attributes {transform.with_named_sequence} {
     // Splitting before tiling keeps every shape static; split_reduction of a
     // ragged (dynamic) tile builds an invalid tensor.empty in this LLVM.
     %partial_init, %partial_fill, %partial_op, %combine =
-      transform.structured.split_reduction %root
+      transform.structured.split_reduction %reduction
         <{split_factor = 2, insert_split_dimension = 0}> {tilefuse.param = "split"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
 
     // Step 3. Tile the kept dims to workgroups: a slab of columns per
     // workgroup (block x) and one batch row (block y) for a rank-3 root. A
     // workgroup owns its columns over the whole reduced dim, so no partial
-    // result ever leaves it. What feeds the combine is fused into the
-    // workgroup's tile: the partial op, its fill and the output's fill. The
-    // input itself stays a view of the binding (the expand_shape of the
-    // split folds into it): no copy, each thread reads straight from it.
-    %wg_combine, %grid = transform.structured.tile_using_forall %combine
-        tile_sizes [0, 512] (mapping = [#gpu.block<x>])
-        {tilefuse.param = "workgroup_tile"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_partial, %grid2 = transform.structured.fuse_into_containing_op %partial_op into %grid
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_pfill, %grid3 = transform.structured.fuse_into_containing_op %partial_fill into %grid
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_init, %grid4 = transform.structured.fuse_into_containing_op %init into %grid
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %expanded = transform.get_operand %wg_partial[0]
-      : (!transform.any_op) -> !transform.any_value
-    %expand = transform.get_defining_op %expanded
-      : (!transform.any_value) -> !transform.any_op
-    transform.structured.fuse_into_containing_op %expand into %grid
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // result ever leaves it (step "workgroups", above).
+    %wg_combine, %wg_partial, %wg_pfill, %wg_init, %grid, %wg_root = transform.include
+        @tilefuse_column_reduction_workgroups failures(propagate)
+        (%combine, %dispatch, %partial_op, %partial_fill, %init) {tilefuse.step = "workgroups"}
+      : (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
+         !transform.any_op)
+      -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
+          !transform.any_op, !transform.any_op)
     transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid
       : (!transform.any_op) -> ()
     transform.apply_patterns to %func {
@@ -149,26 +284,13 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
 
     // Step 6. The combine: thread x reduces the `split` partials of its
-    // columns into the output. The thread mapping guards it with y == 0 (it
-    // uses no thread y), and puts a barrier before it, after the partials.
-    // The output's fill gets its own thread forall rather than being fused
-    // into the combine: fused, its masked write would be read back through
-    // a masked read that nothing folds, and bufferization would copy the
-    // output slice. Each thread fills and then combines the same columns
-    // (the mapping still puts a barrier between the two foralls).
-    %combine_op, %forall_c = transform.structured.tile_using_forall %wg_combine
-        num_threads [0, 128] (mapping = [#gpu.thread<x>])
-        {tilefuse.param = "combine_threads"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    // The combine walks the `split` partials one row at a time (an scf.for),
-    // so a large split stays a loop instead of an unrolled block of reads.
-    %combine_step, %combine_loop = transform.structured.tile_using_for %combine_op
-        tile_sizes [1, 0] {tilefuse.param = "combine_step"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %out_fill, %forall_o = transform.structured.tile_using_forall %wg_init
-        num_threads [128] (mapping = [#gpu.thread<x>])
-        {tilefuse.param = "output_threads"}
-      : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // columns into the output, or into the epilogue it then applies (step
+    // "threads", above).
+    %combine_step, %outputs = transform.include
+        @tilefuse_column_reduction_threads failures(propagate)
+        (%wg_combine, %wg_init, %wg_root) {tilefuse.step = "threads"}
+      : (!transform.any_op, !transform.any_op, !transform.any_op)
+      -> (!transform.any_op, !transform.any_op)
 
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
@@ -187,7 +309,7 @@ module attributes {transform.with_named_sequence} {
         {tilefuse.param = "partial_vector"} : !transform.any_op
     transform.structured.vectorize %combine_step vector_sizes [1, 4]
         {tilefuse.param = "combine_vector"} : !transform.any_op
-    transform.structured.vectorize %out_fill vector_sizes [4]
+    transform.structured.vectorize %outputs vector_sizes [4]
         {tilefuse.param = "output_vector"} : !transform.any_op
     // The combine's masked multi_reduction is lowered first, while it is
     // still alone in its vector.mask (later folds would put several ops in

@@ -139,6 +139,11 @@ class Dispatch:
     root_cast: str | None = None
     # Every tensor the dispatch loads (what fused producers read too).
     loaded: list[Operand] = field(default_factory=list)
+    # The root is elementwise on one reduction's result (an epilogue: a
+    # mean's division): that reduction, described as if it were the root
+    # (its `epilogue_operand`: the root's input it produces); else None.
+    reduction_hero: "Dispatch | None" = None
+    epilogue_operand: int | None = None
 
     @property
     def lane_strides(self) -> list[tuple[str, tuple[int, ...]]]:
@@ -322,6 +327,42 @@ def _analyse(func, executable: str) -> Dispatch:
     root = root.operation
     if tensor_arith(root):
         return _describe_root_cast(d, root)
+    _describe_root(d, root, func)
+    d.reduction_hero = _reduction_hero(d, root, work, func)
+    return d
+
+
+def _reduction_hero(d: Dispatch, root, work: list, func) -> "Dispatch | None":
+    """For an all-parallel root that reads exactly one reduction's result (a
+    mean's division of a sum, a norm's sqrt): that reduction described as
+    the root of the dispatch without the epilogue (ops: the others)."""
+    if root.name != "linalg.generic" or "reduction" in d.iterator_types:
+        return None
+    producers = [defining_op(v) for v in root.operands[: len(d.inputs)]]
+    heroes = [
+        (i, p)
+        for i, p in enumerate(producers)
+        if p is not None and p.name == "linalg.generic" and "reduction" in iterator_types(p)
+    ]
+    if len(heroes) != 1 or len(root.results) != 1:
+        return None
+    index, hero = heroes[0]
+    described = Dispatch(
+        name=d.name,
+        executable=d.executable,
+        location=d.location,
+        ops=[op.name for op in work if op != root],
+    )
+    described.op_summaries = [_summary(op) for op in work if op != root]
+    described.loaded = d.loaded
+    described.offset_alignment = d.offset_alignment
+    _describe_root(described, hero, func)
+    described.epilogue_operand = index
+    return described
+
+
+def _describe_root(d: Dispatch, root, func) -> None:
+    """The root's fields of `d`: its op, loops, operands, producers, maps."""
     d.root_op = root.name
     attrs = root.attributes
     if "iterator_types" in attrs:
@@ -363,7 +404,6 @@ def _analyse(func, executable: str) -> Dispatch:
         for c in d.contractions:
             if c.op == root.name:
                 d.loop_ranges = [*c.batch, *c.m, *c.n, *c.k]
-    return d
 
 
 def _offset_alignment(top: list[ir.Operation]) -> int:

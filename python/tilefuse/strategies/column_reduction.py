@@ -28,7 +28,7 @@ from iree.compiler import ir
 from ..dispatch.read import Dispatch
 from ..targets import Target
 from . import attrs
-from .contract import Launch, Strategy
+from .contract import PASS, Launch, Strategy
 from .sizes import next_pow2
 
 # Body ops split_reduction can recombine (it needs the neutral element).
@@ -87,14 +87,47 @@ class ColumnReductionParams:
     output_threads: tuple[int, ...]  # threads filling the output with the init
     output_vector: tuple[int, ...]
     exact: bool  # the tiles divide the kept dim: no masked transfers
+    # The root is an elementwise epilogue of the reduction: the root's input
+    # the reduction produces (None: the root is the reduction), and the
+    # epilogue's tile per workgroup [.., T] (its threads: output_threads).
+    epilogue_operand: int | None = None
+    epilogue_tile: tuple[int, ...] = ()
 
     @property
     def vector(self) -> int:  # V
         return self.loop_vector[-2]
 
 
+def reduction_of(d: Dispatch) -> tuple[Dispatch, str | None]:
+    """The reduction the kernel computes: the root, or where the root is an
+    elementwise epilogue of one reduction (a mean's division, a norm's
+    sqrt), that reduction (Dispatch.reduction_hero); and why such an
+    epilogue is not taken, or None."""
+    hero = d.reduction_hero
+    if hero is None:
+        return d, None
+    if d.generic_root_problem():
+        return d, d.generic_root_problem()
+    if not d.output_maps_identity or len(d.outputs) != 1:
+        return hero, "the epilogue's result is not written in its loop order"
+    if d.loop_ranges != [
+        r for r, it in zip(hero.loop_ranges, hero.iterator_types) if it != "reduction"
+    ]:
+        return hero, "the epilogue's loops are not the reduction's kept loops"
+    # Besides the reduction's ops, only the epilogue: its other inputs are
+    # loads or constants the script leaves as they are.
+    if any(
+        p == "linalg.generic" for i, p in enumerate(d.input_producers) if i != hero.epilogue_operand
+    ):
+        return hero, "the epilogue reads another computed tensor"
+    return hero, None
+
+
 def _check(d: Dispatch) -> str | None:
     """Why the column kernel does not apply, or None."""
+    d, why_not = reduction_of(d)
+    if why_not:
+        return why_not
     why_not = d.generic_root_problem()
     if why_not:
         return why_not
@@ -131,6 +164,22 @@ def _split(reduced: int, limit: int) -> int | None:
     return best
 
 
+def _dividing_tile(kept: int, vector: int, threads: int) -> tuple[int, int]:
+    """(vector, threads) at most these whose tile divides the kept columns,
+    the widest tile first. The epilogue variant takes exact tiles only:
+    with a ragged last tile, bufferization copied the output slice through
+    workgroup memory around the epilogue (tried on 777x1000 f32, whose
+    kernel the check refused for the copies it left as linalg ops)."""
+    options = [
+        (v * t, v, t)
+        for v in (vector >> i for i in range(vector.bit_length()))
+        for t in range(threads, 0, -1)
+        if kept % (v * t) == 0
+    ]
+    _, v, t = max(options)
+    return v, t
+
+
 def _smallest_divisor(n: int, limit: int) -> int | None:
     return next((d for d in range(2, min(n, limit) + 1) if n % d == 0), None)
 
@@ -165,10 +214,12 @@ def plan(
     why_not = _check(d)
     if why_not:
         return None, why_not
+    epilogue = d if d.reduction_hero is not None else None
+    d, _ = reduction_of(d)
     *batch, kept, reduced = d.loop_ranges
     # The accumulator vector must be legal too (SPIR-V: at most 4 elements),
     # so an f16 input summed in f32 reads 4-element vectors.
-    bits = max(o.bits for o in d.inputs + d.outputs)
+    bits = max(o.bits for o in d.inputs + d.outputs + (epilogue.outputs if epilogue else []))
     max_vector = target.vector_elements(
         bits,
         any(o.element_type == "bf16" for o in d.inputs),
@@ -192,6 +243,13 @@ def plan(
         threads_x > target.subgroup_size and math.ceil(kept / (threads_x * vector)) * rows < enough
     ):
         threads_x //= 2
+    if epilogue and kept % (threads_x * vector):
+        vector, threads_x = _dividing_tile(kept, vector, threads_x)
+        if vector * threads_x < min(kept, target.subgroup_size):
+            return None, (
+                f"an epilogue after a column reduction takes workgroup tiles that divide the "
+                f"kept columns, and {kept} has none of at least a subgroup"
+            )
     tile = threads_x * vector
     grid_x = math.ceil(kept / tile)
     workgroups = grid_x * rows
@@ -243,8 +301,12 @@ def plan(
         output_threads=lead + (threads_x,),
         output_vector=one + (vector,),
         exact=kept % tile == 0,
+        epilogue_operand=d.epilogue_operand if epilogue else None,
+        epilogue_tile=one + (tile,),
     )
     notes = "" if params.exact else ", ragged edge masked"
+    if epilogue:
+        notes += ", then its elementwise epilogue in registers"
     if swap:
         notes += f", row chunks on thread x ({threads_x} kept threads < a subgroup)"
     return params, f"column reduction {kept} kept x {reduced} reduced{notes}"
@@ -255,7 +317,22 @@ def describe(p: ColumnReductionParams) -> str:
         f"tile={list(p.workgroup_tile)} grid={list(p.launch.grid)} "
         f"wg={list(p.launch.workgroup)} split={p.split} "
         f"vector={p.vector}{'' if p.exact else ' masked'}"
+        f"{' epilogue' if p.epilogue_operand is not None else ''}"
     )
+
+
+def steps(p: ColumnReductionParams) -> dict[str, str]:
+    if p.epilogue_operand is None:
+        return {
+            "reduction": PASS,
+            "workgroups": "tilefuse_column_reduction_workgroups",
+            "threads": "tilefuse_column_reduction_threads",
+        }
+    return {
+        "reduction": "tilefuse_column_reduction_reduction",
+        "workgroups": "tilefuse_column_reduction_workgroups_epilogue",
+        "threads": "tilefuse_column_reduction_threads_epilogue",
+    }
 
 
 def attributes(p: ColumnReductionParams, ctx: ir.Context) -> dict:
@@ -288,6 +365,15 @@ def attributes(p: ColumnReductionParams, ctx: ir.Context) -> dict:
             "mapping": attrs.mapping("thread", p.kept_mapping, ctx),
         },
         "output_vector": attrs.vector_sizes(p.output_vector, ctx),
+        "epilogue_operand": {"raw_position_list": attrs.i64_array([p.epilogue_operand or 0], ctx)},
+        "epilogue_tile": {
+            "static_tile_sizes": attrs.i64_array(p.epilogue_tile, ctx),
+            "mapping": attrs.mapping("block", p.workgroup_mapping, ctx),
+        },
+        "epilogue_threads": {
+            "static_num_threads": attrs.i64_array(p.output_threads, ctx),
+            "mapping": attrs.mapping("thread", p.kept_mapping, ctx),
+        },
         **attrs.workgroup(p.launch, ctx),
     }
 
@@ -296,6 +382,9 @@ def lane_loop(d: Dispatch, p: ColumnReductionParams) -> int:
     """Thread x walks the kept columns (the loop before the reduced one),
     unless the chooser swapped it onto the row chunks (lavapipe with few
     kept columns): then the reduced loop, a chunk of rows per lane."""
+    if p.epilogue_operand is not None:
+        # The root is the epilogue, over (batch?, kept): its lanes walk kept.
+        return len(d.loop_ranges) - 1
     return len(d.loop_ranges) - (1 if p.kept_mapping == ("y",) else 2)
 
 
@@ -305,4 +394,5 @@ STRATEGY = Strategy(
     describe=describe,
     attributes=attributes,
     lane_loop=lane_loop,
+    steps=steps,
 )
