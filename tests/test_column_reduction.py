@@ -406,6 +406,7 @@ EPILOGUES = [
     ((777, 1000), (0,), "f32", "bias sqrt"),  # 1000 columns: a 200-column tile divides them
     ((256, 96), (0,), "f16", "mean to f16"),
     ((5000, 3), (0,), "f32", "exp of max"),  # row chunks on thread x (lavapipe)
+    ((4, 7, 7, 256), (1, 2), "f32", "mean"),  # global average pooling, NHWC (collapse.py)
 ]
 
 

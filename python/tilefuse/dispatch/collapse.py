@@ -19,7 +19,11 @@ either shape.
 Only roots of that exact form are touched: every input a load of a whole
 binding, indexed (batch.., reduced.., kept..) in loop order; the init a fill;
 the result only stored, indexed (batch.., kept..). Anything else is left as
-IREE wrote it (and the chooser says why it does not take it).
+IREE wrote it (and the chooser says why it does not take it). A reduction
+whose result only an elementwise root reads (its epilogue: a mean over H
+and W of NHWC, then the division) is collapsed the same way where its
+result keeps its shape (one batch and one kept dim): the epilogue then
+needs no change.
 """
 
 import math
@@ -174,29 +178,41 @@ def _collapse_elementwise(op: ir.Operation, sizes: list[int]) -> None:
     )
 
 
-def _rewrite_refusal(root: ir.Operation, num_inputs: int) -> str | None:
+def _rewrite_refusal(
+    root: ir.Operation, num_inputs: int, epilogue: ir.Operation | None = None
+) -> str | None:
     """Why the root's operands cannot be re-viewed in place, or None: inputs
-    must be whole-binding loads, the init a fill, the result only stored."""
+    must be whole-binding loads, the init a fill, the result only stored
+    (or only read by the `epilogue`)."""
     for i in range(num_inputs):
         value = root.operands[i]
         if _full_load(value) is None and _elementwise_of_loads(value) is None:
             return f"input {i} is not a whole-binding load (nor elementwise of such loads)"
     if _fill_of_empty(root.operands[num_inputs]) is None:
         return "the init is not a fill of an empty tensor"
+    if epilogue is not None:
+        if not all(u.owner == epilogue for u in root.results[0].uses):
+            return "the result is used by something else than its epilogue"
+        return None
     if not all(u.owner.name == STORE for u in root.results[0].uses):
         return "the result is used by something else than a store"
     return None
 
 
-def _rewrite(root: ir.Operation, layout: Layout) -> str | None:
+def _rewrite(
+    root: ir.Operation, layout: Layout, epilogue: ir.Operation | None = None
+) -> str | None:
     """Collapse the root's loops (the bindings are re-viewed, no reshape op);
-    None, or why the root was left as it is."""
+    None, or why the root was left as it is. `epilogue`: the root is the
+    reduction an elementwise epilogue reads, whose result keeps its shape."""
     ctx = root.context
     attrs = root.attributes
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
-    why = _rewrite_refusal(root, num_inputs)
+    why = _rewrite_refusal(root, num_inputs, epilogue)
     if why:
         return why
+    if epilogue is not None and (len(layout.batch) > 1 or len(layout.kept) > 1):
+        return "an epilogue over several kept dims (it would need collapsing too)"
     in_shape = list(ir.RankedTensorType(root.operands[0].type).shape)
     in_map = map_dims(ir.AffineMapAttr(ir.ArrayAttr(attrs["indexing_maps"])[0]).value)
     dim_sizes = [0] * len(in_map)
@@ -250,6 +266,20 @@ def _root_of(func: ir.Operation) -> ir.Operation | None:
     return defining_op(next(iter(owners.values())))
 
 
+def _reduction_under(root: ir.Operation) -> ir.Operation | None:
+    """The one reduction an all-parallel generic root reads (its epilogue's
+    input), or None."""
+    if root.name != "linalg.generic" or "reduction" in iterator_types(root):
+        return None
+    num_inputs = ir.DenseI32ArrayAttr(root.attributes["operandSegmentSizes"])[0]
+    found = [
+        op
+        for op in (defining_op(root.operands[i]) for i in range(num_inputs))
+        if op is not None and op.name == "linalg.generic" and "reduction" in iterator_types(op)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
 def collapse_column_reductions(sources: str) -> tuple[str, list[str]]:
     """The executable sources with column-reduction roots collapsed, and one
     line per column reduction with several reduced or kept loops: collapsed
@@ -266,18 +296,21 @@ def collapse_in(module: ir.Module) -> tuple[bool, list[str]]:
         if not any(inner.name == LOAD for inner in walk(op)):
             continue
         root = _root_of(op)
+        epilogue = None
+        if root is not None and (hero := _reduction_under(root)) is not None:
+            epilogue, root = root, hero
         layout, why = _layout(root) if root is not None else (None, None)
         name = symbol_name(op)
         if layout is not None:
-            found.append((name, root, layout))
+            found.append((name, root, layout, epilogue))
         elif why:
             log.append(f"{name}: column reduction not collapsed: {why}")
     changed = False
     with ir.Location.unknown(module.context):
         # Rewrite after the walk, not during it.
-        for name, root, layout in found:
+        for name, root, layout, epilogue in found:
             before = iterator_types(root)
-            why = _rewrite(root, layout)
+            why = _rewrite(root, layout, epilogue)
             if why:
                 log.append(f"{name}: column reduction not collapsed: {why}")
                 continue
