@@ -110,9 +110,8 @@ def reduction_of(d: Dispatch) -> tuple[Dispatch, str | None]:
         return d, d.generic_root_problem()
     if not d.output_maps_identity or len(d.outputs) != 1:
         return hero, "the epilogue's result is not written in its loop order"
-    if d.loop_ranges != [
-        r for r, it in zip(hero.loop_ranges, hero.iterator_types) if it != "reduction"
-    ]:
+    kept = [r for r, it in zip(hero.loop_ranges, hero.iterator_types) if it != "reduction"]
+    if d.loop_ranges != kept or not d.input_maps_identity[hero.epilogue_operand]:
         return hero, "the epilogue's loops are not the reduction's kept loops"
     # Besides the reduction's ops, only the epilogue: its other inputs are
     # loads or constants the script leaves as they are.
