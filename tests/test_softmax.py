@@ -32,7 +32,7 @@ from rowcases import (
 from support import filecheck, kernel_ops
 from tilefuse.fusion import fuse
 from tilefuse.runtime import CompiledModule
-from tilefuse.strategies import catalogue
+from tilefuse.strategies import catalogue, softmax
 from tilefuse.targets import load_target
 
 # Rows 1..512, rows of 3..4093: T*V dividing the row or not (1000 with
@@ -222,8 +222,6 @@ CHECK-NEXT: return
 
 def test_group_refusal_is_explicit():
     """What the planner asks before outlining a softmax-like group."""
-    from tilefuse.strategies import softmax
-
     vulkan = load_target("vulkan")
     plan = fuse(program("layernorm", 4, 64), vulkan, catalogue())
     (group,) = plan.all_groups()
@@ -408,15 +406,18 @@ CHECK-NEXT: return
 
 def test_column_mean_is_not_taken_as_rows():
     """A mean over the outer dim: IREE's dispatch reduces a transposed read
-    of x, which the kernel refuses (each lane's vector would stride across
-    rows); IREE's default codegen runs it, the reason is given, and the
-    result still matches numpy."""
+    of x, which this kernel refuses (each lane's vector would stride across
+    rows) with the reason; the column kernel takes it with its epilogue
+    (tests/test_column_reduction.py), and the result matches numpy."""
     text = epilogue_program("mean", 64, 96).replace("dimensions = [1]", "dimensions = [0]")
     text = text.replace("tensor<64xf32>", "tensor<96xf32>").replace("dense<9.6e+01>", "dense<64.0>")
     text = text.replace("dense<96.0>", "dense<64.0>")
     result = tilefuse.compile_program(text, "vulkan")
     (report,) = result.reports
-    assert report.strategy is None and "transposed read" in report.reason, report.line()
+    assert report.strategy == "column_reduction" and report.status == "applied", report.line()
+    (choice,) = result.compilation.choices
+    _, why = softmax.plan(choice.dispatch, load_target("vulkan"))
+    assert "transposed read" in why, why
     module = CompiledModule(result.vmfb, "vulkan", result.reports)
     x = np.random.default_rng(4).standard_normal((64, 96)).astype(np.float32)
     np.testing.assert_allclose(module.main(x), (2 * x.astype(np.float64)).mean(axis=0), atol=1e-5)
