@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import tilefuse
 from support import run_cli
+from test_gpu_bundle import BLOCK
 from test_matmul import program, reference
 from tilefuse.bench.tune import Candidates, record, tune, winner
 from tilefuse.strategies import matmul, tuning
@@ -110,17 +111,15 @@ def test_ragged_grid_fills_the_gpu_first():
 
 
 # The GPU machine has no IREE compiler and no tilefuse: the tune runner is
-# run with both blocked, from the bundle's own copy (tilefuse_run).
-RUN_TUNE_WITHOUT_COMPILER = """
-import importlib.abc, runpy, sys
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] == "tilefuse" or name.startswith("iree.compiler"):
-            raise ImportError("not on the device machine: " + name)
-sys.meta_path.insert(0, Block())
+# run with both blocked (test_gpu_bundle's BLOCK), from the bundle's own
+# copy (tilefuse_run).
+RUN_TUNE_WITHOUT_COMPILER = (
+    BLOCK
+    + """
 sys.argv = ["tune_runner", ".", "--device", "vulkan", "--repeats", "2", "--warmup", "1"]
 runpy.run_module("tilefuse_run.bench.tune_runner", run_name="__main__")
 """
+)
 
 
 def test_a_tune_bundle_is_timed_without_the_compiler_and_recorded_here(tmp_path):
