@@ -3,6 +3,10 @@
 Applies to a root that reduces OUTER dims and keeps the innermost one, as IREE
 forms it: loops (batch?, kept, reduced), input indexed (batch?, reduced, kept),
 so the kept dim is contiguous in memory. Seed: XLA's column reduction emitter.
+Also to an elementwise root over the kept loops that reads such a reduction
+(its epilogue: a mean's division, a norm's sqrt; `reduction_of`), applied
+in registers after the combine, with workgroup tiles that divide the kept
+dim (`_dividing_tile`).
 
 Thread x owns `vector` consecutive kept columns (coalesced vector loads);
 thread y owns one of `split` chunks of the reduced dim (the split must divide
