@@ -407,6 +407,8 @@ EPILOGUES = [
     ((256, 96), (0,), "f16", "mean to f16"),
     ((5000, 3), (0,), "f32", "exp of max"),  # row chunks on thread x (lavapipe)
     ((4, 7, 7, 256), (1, 2), "f32", "mean"),  # global average pooling, NHWC (collapse.py)
+    ((4, 24, 32, 40), (2,), "f32", "mean"),  # batch dims merged, the epilogue with them
+    ((2, 16, 4, 8), (1,), "f32", "bias sqrt"),  # kept dims merged, and the bias's view
 ]
 
 

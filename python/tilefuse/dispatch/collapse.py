@@ -21,9 +21,10 @@ binding, indexed (batch.., reduced.., kept..) in loop order; the init a fill;
 the result only stored, indexed (batch.., kept..). Anything else is left as
 IREE wrote it (and the chooser says why it does not take it). A reduction
 whose result only an elementwise root reads (its epilogue: a mean over H
-and W of NHWC, then the division) is collapsed the same way where its
-result keeps its shape (one batch and one kept dim): the epilogue then
-needs no change.
+and W of NHWC, then the division) is collapsed the same way; where its
+kept or batch dims merge, the epilogue's loops, loads and store are
+collapsed with them, if it reads and writes in loop order and reads whole
+bindings besides the reduction.
 """
 
 import math
@@ -211,8 +212,11 @@ def _rewrite(
     why = _rewrite_refusal(root, num_inputs, epilogue)
     if why:
         return why
-    if epilogue is not None and (len(layout.batch) > 1 or len(layout.kept) > 1):
-        return "an epilogue over several kept dims (it would need collapsing too)"
+    merges_kept = len(layout.batch) > 1 or len(layout.kept) > 1
+    if epilogue is not None and merges_kept:
+        why = _epilogue_refusal(epilogue, root)
+        if why:
+            return why
     in_shape = list(ir.RankedTensorType(root.operands[0].type).shape)
     in_map = map_dims(ir.AffineMapAttr(ir.ArrayAttr(attrs["indexing_maps"])[0]).value)
     dim_sizes = [0] * len(in_map)
@@ -234,12 +238,12 @@ def _rewrite(
     fill.operands[1].owner.results[0].set_type(out_type)  # the tensor.empty
     fill.results[0].set_type(out_type)
     root.results[0].set_type(out_type)
-    for use in [] if same_output else list(root.results[0].uses):
-        store = use.owner
-        store.operands[1] = _retype_binding(
-            store.operands[1].owner, out_sizes, out_type.element_type
-        )
-        _set_slice(store, out_sizes)
+    if epilogue is not None:
+        if not same_output:
+            _collapse_epilogue(epilogue, root, out_sizes)
+    else:
+        for use in [] if same_output else list(root.results[0].uses):
+            _collapse_store(use.owner, out_sizes, out_type.element_type)
     # New loops: (batch?, kept, reduced) -> dims b, k, r.
     b = 1 if layout.batch else 0
     k, r = b, b + 1
@@ -255,6 +259,56 @@ def _rewrite(
         "[" + ", ".join(f"#linalg.iterator_type<{t}>" for t in iters) + "]", ctx
     )
     return None
+
+
+def _collapse_store(store: ir.Operation, sizes: list[int], element) -> None:
+    store.operands[1] = _retype_binding(store.operands[1].owner, sizes, element)
+    _set_slice(store, sizes)
+
+
+def _epilogue_refusal(epilogue: ir.Operation, reduction: ir.Operation) -> str | None:
+    """Why an epilogue cannot be collapsed with its reduction's kept loops,
+    or None: every map the identity, its other inputs whole-binding loads,
+    its init an empty tensor, its result only stored."""
+    attrs = epilogue.attributes
+    num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
+    if len(epilogue.results) != 1 or any(not m.is_identity for m in maps):
+        return "an epilogue over several kept dims that does not read and write them in order"
+    for i in range(num_inputs):
+        value = epilogue.operands[i]
+        if defining_op(value) != reduction and _full_load(value) is None:
+            return "an epilogue over several kept dims that reads more than whole bindings"
+    init = defining_op(epilogue.operands[num_inputs])
+    if init is None or init.name != "tensor.empty":
+        return "an epilogue over several kept dims whose init is not an empty tensor"
+    if not all(u.owner.name == STORE for u in epilogue.results[0].uses):
+        return "an epilogue over several kept dims whose result is used by something else"
+    return None
+
+
+def _collapse_epilogue(epilogue: ir.Operation, reduction: ir.Operation, sizes: list[int]) -> None:
+    """The epilogue over the collapsed kept loops: its loads re-viewed, its
+    init and result retyped, its store re-viewed, identity maps of the new
+    rank (_epilogue_refusal said it can)."""
+    attrs = epilogue.attributes
+    num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
+    for i in range(num_inputs):
+        if defining_op(epilogue.operands[i]) != reduction:
+            epilogue.operands[i] = _collapse_load(_full_load(epilogue.operands[i]), sizes)
+    for value in (epilogue.operands[num_inputs], epilogue.results[0]):  # tensor.empty, result
+        value.set_type(ir.RankedTensorType.get(sizes, ir.RankedTensorType(value.type).element_type))
+    element = ir.RankedTensorType(epilogue.results[0].type).element_type
+    for use in list(epilogue.results[0].uses):
+        _collapse_store(use.owner, sizes, element)
+    identity = ir.AffineMap.get_identity(len(sizes), epilogue.context)
+    count = len(ir.ArrayAttr(attrs["indexing_maps"]))
+    epilogue.attributes["indexing_maps"] = ir.ArrayAttr.get(
+        [ir.AffineMapAttr.get(identity)] * count
+    )
+    epilogue.attributes["iterator_types"] = ir.Attribute.parse(
+        "[" + ", ".join(["#linalg.iterator_type<parallel>"] * len(sizes)) + "]", epilogue.context
+    )
 
 
 def _root_of(func: ir.Operation) -> ir.Operation | None:
