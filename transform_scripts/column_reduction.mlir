@@ -83,53 +83,27 @@ module attributes {transform.with_named_sequence} {
     transform.yield %reduction : !transform.any_op
   }
 
-  // Step "workgroups" (step 3 below): tile the kept dims to workgroups and
-  // fuse what feeds the op tiled (the combine, or the epilogue) into the
-  // workgroup's tile. Returns the workgroup-level combine, partial op,
-  // partial fill, output fill, the forall, and the epilogue's tile (without
-  // an epilogue the forall again, which the threads step then ignores).
+  // Step "workgroups" (step 3 below): tile the kept dims to workgroups.
+  // Returns the workgroup-level combine, the forall, and the epilogue's
+  // tile (without an epilogue, the forall again, which the threads step
+  // then ignores).
   transform.named_sequence @tilefuse_column_reduction_workgroups(
       %combine: !transform.any_op {transform.consumed},
-      %dispatch: !transform.any_op {transform.readonly},
-      %partial_op: !transform.any_op {transform.consumed},
-      %partial_fill: !transform.any_op {transform.consumed},
-      %init: !transform.any_op {transform.consumed})
-      -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
-          !transform.any_op, !transform.any_op) {
+      %dispatch: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op) {
     %wg_combine, %grid = transform.structured.tile_using_forall %combine
         tile_sizes [0, 512] (mapping = [#gpu.block<x>])
         {tilefuse.param = "workgroup_tile"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    // What feeds the combine, into the workgroup's tile: the partial op, its
-    // fill and the output's fill. The input itself stays a view of the
-    // binding (the expand_shape of the split folds into it): no copy, each
-    // thread reads straight from it.
-    %wg_partial, %grid2 = transform.structured.fuse_into_containing_op %partial_op into %grid
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_pfill, %grid3 = transform.structured.fuse_into_containing_op %partial_fill into %grid2
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_init, %grid4 = transform.structured.fuse_into_containing_op %init into %grid3
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %expanded = transform.get_operand %wg_partial[0]
-      : (!transform.any_op) -> !transform.any_value
-    %expand = transform.get_defining_op %expanded
-      : (!transform.any_value) -> !transform.any_op
-    %x, %grid5 = transform.structured.fuse_into_containing_op %expand into %grid4
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.yield %wg_combine, %wg_partial, %wg_pfill, %wg_init, %grid5, %grid5
-      : !transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
-        !transform.any_op, !transform.any_op
+    transform.yield %wg_combine, %grid, %grid
+      : !transform.any_op, !transform.any_op, !transform.any_op
   }
   // ... with an epilogue: the epilogue is tiled, and the combine fused into
   // its tile as the first of its producers.
   transform.named_sequence @tilefuse_column_reduction_workgroups_epilogue(
       %combine: !transform.any_op {transform.consumed},
-      %dispatch: !transform.any_op {transform.readonly},
-      %partial_op: !transform.any_op {transform.consumed},
-      %partial_fill: !transform.any_op {transform.consumed},
-      %init: !transform.any_op {transform.consumed})
-      -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
-          !transform.any_op, !transform.any_op) {
+      %dispatch: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_op, !transform.any_op) {
     // The root is the epilogue (split_reduction changed its operand: find it again).
     %f, %root = transform.include @tilefuse_find_root failures(propagate) (%dispatch)
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
@@ -139,23 +113,10 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %wg_combine, %grid1 = transform.structured.fuse_into_containing_op %combine into %grid
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    // Then what feeds the combine, as without an epilogue.
-    %wg_partial, %grid2 = transform.structured.fuse_into_containing_op %partial_op into %grid1
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_pfill, %grid3 = transform.structured.fuse_into_containing_op %partial_fill into %grid2
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_init, %grid4 = transform.structured.fuse_into_containing_op %init into %grid3
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %expanded = transform.get_operand %wg_partial[0]
-      : (!transform.any_op) -> !transform.any_value
-    %expand = transform.get_defining_op %expanded
-      : (!transform.any_value) -> !transform.any_op
-    %x, %grid5 = transform.structured.fuse_into_containing_op %expand into %grid4
-      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.yield %wg_combine, %wg_partial, %wg_pfill, %wg_init, %grid5, %wg_root
-      : !transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
-        !transform.any_op, !transform.any_op
+    transform.yield %wg_combine, %grid1, %wg_root
+      : !transform.any_op, !transform.any_op, !transform.any_op
   }
+
   // Step "threads" (step 6 below): thread x reduces the `split` partials of
   // its columns into the output. The thread mapping guards it with y == 0
   // (it uses no thread y), and puts a barrier before it, after the
@@ -247,14 +208,28 @@ module attributes {transform.with_named_sequence} {
     // workgroup (block x) and one batch row (block y) for a rank-3 root. A
     // workgroup owns its columns over the whole reduced dim, so no partial
     // result ever leaves it (step "workgroups", above).
-    %wg_combine, %wg_partial, %wg_pfill, %wg_init, %grid, %wg_root = transform.include
+    %wg_combine, %grid, %wg_root = transform.include
         @tilefuse_column_reduction_workgroups failures(propagate)
-        (%combine, %dispatch, %partial_op, %partial_fill, %init) {tilefuse.step = "workgroups"}
-      : (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
-         !transform.any_op)
-      -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op,
-          !transform.any_op, !transform.any_op)
-    transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid
+        (%combine, %dispatch) {tilefuse.step = "workgroups"}
+      : (!transform.any_op, !transform.any_op)
+      -> (!transform.any_op, !transform.any_op, !transform.any_op)
+    // What feeds the combine, into the workgroup's tile: the partial op, its
+    // fill and the output's fill. The input itself stays a view of the
+    // binding (the expand_shape of the split folds into it): no copy, each
+    // thread reads straight from it.
+    %wg_partial, %grid2 = transform.structured.fuse_into_containing_op %partial_op into %grid
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_pfill, %grid3 = transform.structured.fuse_into_containing_op %partial_fill into %grid2
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %wg_init, %grid4 = transform.structured.fuse_into_containing_op %init into %grid3
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %expanded = transform.get_operand %wg_partial[0]
+      : (!transform.any_op) -> !transform.any_value
+    %expand = transform.get_defining_op %expanded
+      : (!transform.any_value) -> !transform.any_op
+    %x, %grid5 = transform.structured.fuse_into_containing_op %expand into %grid4
+      : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid5
       : (!transform.any_op) -> ()
     transform.apply_patterns to %func {
       transform.apply_patterns.tensor.fold_tensor_empty

@@ -35,7 +35,7 @@ from iree.compiler import ir
 from ..errors import TilefuseError
 from ..irutil import defining_op, iterator_types, map_dims, symbol_name, walk
 from . import rewrite_sources
-from .read import LOAD, STORE
+from .read import LOAD, STORE, reduction_under
 
 
 @dataclass
@@ -163,12 +163,16 @@ def _collapse_load(load: ir.Operation, sizes: list[int]) -> ir.Value:
     return new.results[0]
 
 
-def _collapse_elementwise(op: ir.Operation, sizes: list[int]) -> None:
-    """Same-shape elementwise op: collapse its loads, init and loops alike."""
+def _collapse_elementwise(
+    op: ir.Operation, sizes: list[int], computed: ir.Operation | None = None
+) -> None:
+    """Same-shape elementwise op: collapse its loads, init and loops alike
+    (an input `computed` produces is collapsed there, not re-viewed)."""
     attrs = op.attributes
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
     for i in range(num_inputs):
-        op.operands[i] = _collapse_load(_full_load(op.operands[i]), sizes)
+        if computed is None or defining_op(op.operands[i]) != computed:
+            op.operands[i] = _collapse_load(_full_load(op.operands[i]), sizes)
     for value in (op.operands[num_inputs], op.results[0]):  # tensor.empty, result
         value.set_type(ir.RankedTensorType.get(sizes, ir.RankedTensorType(value.type).element_type))
     identity = ir.AffineMap.get_identity(len(sizes), op.context)
@@ -288,27 +292,12 @@ def _epilogue_refusal(epilogue: ir.Operation, reduction: ir.Operation) -> str | 
 
 
 def _collapse_epilogue(epilogue: ir.Operation, reduction: ir.Operation, sizes: list[int]) -> None:
-    """The epilogue over the collapsed kept loops: its loads re-viewed, its
-    init and result retyped, its store re-viewed, identity maps of the new
-    rank (_epilogue_refusal said it can)."""
-    attrs = epilogue.attributes
-    num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
-    for i in range(num_inputs):
-        if defining_op(epilogue.operands[i]) != reduction:
-            epilogue.operands[i] = _collapse_load(_full_load(epilogue.operands[i]), sizes)
-    for value in (epilogue.operands[num_inputs], epilogue.results[0]):  # tensor.empty, result
-        value.set_type(ir.RankedTensorType.get(sizes, ir.RankedTensorType(value.type).element_type))
+    """The epilogue over the collapsed kept loops, and its stores re-viewed
+    (_epilogue_refusal said it can)."""
+    _collapse_elementwise(epilogue, sizes, computed=reduction)
     element = ir.RankedTensorType(epilogue.results[0].type).element_type
     for use in list(epilogue.results[0].uses):
         _collapse_store(use.owner, sizes, element)
-    identity = ir.AffineMap.get_identity(len(sizes), epilogue.context)
-    count = len(ir.ArrayAttr(attrs["indexing_maps"]))
-    epilogue.attributes["indexing_maps"] = ir.ArrayAttr.get(
-        [ir.AffineMapAttr.get(identity)] * count
-    )
-    epilogue.attributes["iterator_types"] = ir.Attribute.parse(
-        "[" + ", ".join(["#linalg.iterator_type<parallel>"] * len(sizes)) + "]", epilogue.context
-    )
 
 
 def _root_of(func: ir.Operation) -> ir.Operation | None:
@@ -318,20 +307,6 @@ def _root_of(func: ir.Operation) -> ir.Operation | None:
     if len(owners) != 1:
         return None
     return defining_op(next(iter(owners.values())))
-
-
-def _reduction_under(root: ir.Operation) -> ir.Operation | None:
-    """The one reduction an all-parallel generic root reads (its epilogue's
-    input), or None."""
-    if root.name != "linalg.generic" or "reduction" in iterator_types(root):
-        return None
-    num_inputs = ir.DenseI32ArrayAttr(root.attributes["operandSegmentSizes"])[0]
-    found = [
-        op
-        for op in (defining_op(root.operands[i]) for i in range(num_inputs))
-        if op is not None and op.name == "linalg.generic" and "reduction" in iterator_types(op)
-    ]
-    return found[0] if len(found) == 1 else None
 
 
 def collapse_column_reductions(sources: str) -> tuple[str, list[str]]:
@@ -351,8 +326,8 @@ def collapse_in(module: ir.Module) -> tuple[bool, list[str]]:
             continue
         root = _root_of(op)
         epilogue = None
-        if root is not None and (hero := _reduction_under(root)) is not None:
-            epilogue, root = root, hero
+        if root is not None and (under := reduction_under(root)) is not None:
+            epilogue, root = root, under[1]
         layout, why = _layout(root) if root is not None else (None, None)
         name = symbol_name(op)
         if layout is not None:

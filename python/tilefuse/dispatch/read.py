@@ -332,28 +332,38 @@ def _analyse(func, executable: str) -> Dispatch:
     return d
 
 
-def _reduction_hero(d: Dispatch, root, work: list, func) -> "Dispatch | None":
-    """For an all-parallel root that reads exactly one reduction's result (a
-    mean's division of a sum, a norm's sqrt): that reduction described as
-    the root of the dispatch without the epilogue (ops: the others)."""
-    if root.name != "linalg.generic" or "reduction" in d.iterator_types:
+def reduction_under(root: ir.Operation) -> tuple[int, ir.Operation] | None:
+    """The one reduction an all-parallel linalg.generic root of one result
+    reads (its epilogue's input: a mean's division of a sum, a norm's
+    sqrt), with that input's position; None if it reads none or several."""
+    if root.name != "linalg.generic" or "reduction" in iterator_types(root):
         return None
-    producers = [defining_op(v) for v in root.operands[: len(d.inputs)]]
-    heroes = [
-        (i, p)
-        for i, p in enumerate(producers)
-        if p is not None and p.name == "linalg.generic" and "reduction" in iterator_types(p)
+    if len(root.results) != 1:
+        return None
+    num_inputs = ir.DenseI32ArrayAttr(root.attributes["operandSegmentSizes"])[0]
+    found = [
+        (i, op)
+        for i, op in enumerate(defining_op(v) for v in root.operands[:num_inputs])
+        if op is not None and op.name == "linalg.generic" and "reduction" in iterator_types(op)
     ]
-    if len(heroes) != 1 or len(root.results) != 1:
+    return found[0] if len(found) == 1 else None
+
+
+def _reduction_hero(d: Dispatch, root, work: list, func) -> "Dispatch | None":
+    """The reduction under the root (reduction_under), described as the
+    root of the dispatch without the epilogue (ops: the others)."""
+    under = reduction_under(root)
+    if under is None:
         return None
-    index, hero = heroes[0]
+    index, hero = under
+    others = [i for i, op in enumerate(work) if op != root]
     described = Dispatch(
         name=d.name,
         executable=d.executable,
         location=d.location,
-        ops=[op.name for op in work if op != root],
+        ops=[d.ops[i] for i in others],
     )
-    described.op_summaries = [_summary(op) for op in work if op != root]
+    described.op_summaries = [d.op_summaries[i] for i in others]
     described.loaded = d.loaded
     described.offset_alignment = d.offset_alignment
     _describe_root(described, hero, func)

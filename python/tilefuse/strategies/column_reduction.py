@@ -110,8 +110,9 @@ def reduction_of(d: Dispatch) -> tuple[Dispatch, str | None]:
     hero = d.reduction_hero
     if hero is None:
         return d, None
-    if d.generic_root_problem():
-        return d, d.generic_root_problem()
+    why = d.generic_root_problem()
+    if why:
+        return d, why
     if not d.output_maps_identity or len(d.outputs) != 1:
         return hero, "the epilogue's result is not written in its loop order"
     kept = [r for r, it in zip(hero.loop_ranges, hero.iterator_types) if it != "reduction"]
