@@ -163,6 +163,15 @@ def record(
     return Tuned(c.dispatch, c.strategy, c.signature, medians, c.choices, best, c.skipped)
 
 
+def _load(model: str | Path):
+    """The model, its entry function, and the dispatch repeat count of its
+    timing modules (as `tilefuse bench` picks it)."""
+    program = load_program(model)
+    function = entry_function(program)
+    repeat = timing_repeat(io_floor(program.text, function), BenchOptions().dispatch_repeat)
+    return program, function, repeat
+
+
 def tune(
     model: str | Path,
     target_name: str,
@@ -176,11 +185,8 @@ def tune(
     """Build, time and record on this machine (the device beside the compiler)."""
     target = load_target(target_name)
     device = device or target.runtime_driver
-    program = load_program(model)
-    function = entry_function(program)
-    signature = input_signature(program, function)
-    inputs = random_inputs(signature, np.random.default_rng(0))
-    repeat = timing_repeat(io_floor(program.text, function), BenchOptions().dispatch_repeat)
+    program, function, repeat = _load(model)
+    inputs = random_inputs(input_signature(program, function), np.random.default_rng(0))
     cache_path = cache_path or cache.default_path()
     config = open_device(device)
     found = []
@@ -213,9 +219,7 @@ def write_tune_bundle(
     if out.exists() and any(out.iterdir()):
         raise TilefuseError(f"{out} exists and is not empty")
     target = load_target(target_name)
-    program = load_program(model)
-    function = entry_function(program)
-    repeat = timing_repeat(io_floor(program.text, function), BenchOptions().dispatch_repeat)
+    program, function, repeat = _load(model)
     out.parent.mkdir(parents=True, exist_ok=True)
     # Built beside `out` and moved into place at the end: a failed bundle
     # leaves nothing behind.
