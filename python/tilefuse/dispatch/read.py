@@ -75,6 +75,11 @@ class Contraction:
     # Its loops are ordered batch, M, N, K (as linalg.matmul's and
     # batch_matmul's are): tile sizes of the result then apply to it as is.
     loops_bmnk: bool = False
+    # It is the op whose result the dispatch stores (a bare contraction),
+    # not an epilogue's input. Not read from op names: an epilogue and a
+    # contraction IREE leaves generic (a batched vector-matrix product) are
+    # both linalg.generic.
+    is_root: bool = False
 
 
 @dataclass
@@ -308,7 +313,8 @@ def _analyse(func, executable: str) -> Dispatch:
     d.op_summaries = [_summary(op) for op in work]
     d.loaded = [_operand(op.results[0]) for op in top if op.name == LOAD]
     d.offset_alignment = _offset_alignment(top)
-    d.contractions = [c for op in top if (c := _contraction(op)) is not None]
+    contraction_ops = [(op, c) for op in top if (c := _contraction(op)) is not None]
+    d.contractions = [c for _, c in contraction_ops]
     stores = [op for op in top if op.name == STORE]
     if not stores:
         d.problem = "dispatch stores no result"
@@ -325,6 +331,8 @@ def _analyse(func, executable: str) -> Dispatch:
         d.problem = "stored value is not computed by an op"
         return d
     root = root.operation
+    for op, c in contraction_ops:
+        c.is_root = op == root
     if tensor_arith(root):
         return _describe_root_cast(d, root)
     _describe_root(d, root, func)

@@ -39,6 +39,9 @@ This first version takes what it can compile right and reports the rest:
   along N, N's and K's edges masked; taken where no exact tiling exists or
   its workgroup falls short of a subgroup (degenerate). An M loop of one
   row (split-K's batched decode products) keeps the exact tiles;
+- a batch loop with no M loop (a batched vector-matrix product: decode
+  attention's q k^T and p v per head, a generic IREE does not name): the
+  one-row tiles above, one batch element per workgroup row (grid y);
 - the chooser's tiling, or the one `tilefuse tune` measured fastest for
   this contraction (strategies/tuning.py), exact or ragged.
 """
@@ -173,8 +176,6 @@ def structure_refusal(d: Dispatch) -> str | None:
         return (
             f"contraction loops B{c.batch} M{c.m} N{c.n} K{c.k}: not one of each (B and M optional)"
         )
-    if c.batch and not c.m:
-        return "a batched vector-matrix product (not built yet)"
     if not c.loops_bmnk:
         return "its loops are not ordered batch, M, N, K"
     if not c.result_n_inner:
@@ -186,7 +187,7 @@ def structure_refusal(d: Dispatch) -> str | None:
     # (A binding's offset passed as a push constant is not among d.ops:
     # dispatch/read.py leaves uniform scalar arithmetic out.)
     ops = d.ops
-    if ops == ["linalg.fill", c.op] and d.root_op == c.op:
+    if ops == ["linalg.fill", c.op] and c.is_root:
         return None  # a bare contraction
     if ops != ["linalg.fill", c.op, "linalg.generic"]:
         return f"ops {ops}: a fill, the contraction and at most one elementwise root"
@@ -281,7 +282,7 @@ def contraction_signature(d: Dispatch) -> str:
     loops = f"B{c.batch}M{c.m}N{c.n}K{c.k}".replace(" ", "")
     types = f"{c.lhs.element_type}x{c.rhs.element_type}->{c.result.element_type}"
     layout = f"A{'k' if c.lhs_k_inner else 'm'}B{'k' if c.rhs_k_inner else 'n'}"
-    return f"{loops} {types} {layout} {'epilogue' if d.root_op != c.op else 'bare'}"
+    return f"{loops} {types} {layout} {'epilogue' if not c.is_root else 'bare'}"
 
 
 def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
@@ -290,10 +291,10 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
     (c,) = d.contractions
     m, n, k = (c.m[0] if c.m else 1), c.n[0], c.k[0]
     tm, tn, threads_x, threads_y = tiles
-    grid = (n // (tn * threads_x), m // (tm * threads_y), c.batch[0] if c.batch else 1)
+    grid = _grid(c, n // (tn * threads_x), m // (tm * threads_y))
     if target.grid_refusal(grid):
         return None
-    epilogue = d.root_op != c.op
+    epilogue = not c.is_root
     return MatmulParams(
         launch=Launch(grid, (threads_x, threads_y, 1), target.subgroup_size),
         matmul_operand=d.input_producers.index(c.op) if epilogue else 0,
@@ -305,6 +306,15 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
         batch=bool(c.batch),
         m_loop=bool(c.m),
     )
+
+
+def _grid(c, n_tiles: int, m_tiles: int) -> tuple[int, int, int]:
+    """Workgroups along x (N), y (M) and z (batch). With a batch loop and
+    no M loop (a batched vector-matrix product: decode attention's q k^T
+    per head) the batch goes to y, as the script's mapping drops z with M."""
+    if c.batch and not c.m:
+        return (n_tiles, c.batch[0], 1)
+    return (n_tiles, m_tiles, c.batch[0] if c.batch else 1)
 
 
 def degenerate(p: MatmulParams | None) -> bool:
@@ -349,7 +359,7 @@ def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
             f"a binding at an offset of {d.offset_alignment} bytes, which "
             f"{VECTOR}-wide vectors would not align (ragged tiles write them)"
         )
-    if d.root_op != c.op and not d.output_maps_identity:
+    if not c.is_root and not d.output_maps_identity:
         # Found on an MLP's weight gradient ((x^T @ g)^T, M = 5): IREE's
         # bufferization copies a masked tile written transposed (the kernel
         # check finds the buffer); the exact tiles take such epilogues.
@@ -377,7 +387,7 @@ def _ragged_types(d: Dispatch) -> tuple[tuple[str, str] | None, str]:
     (element,) = operands
     if accumulator not in (element, "f32"):
         return None, f"{element} operands accumulated in {accumulator}: in {element} or f32 only"
-    epilogue = d.root_op != c.op
+    epilogue = not c.is_root
     product = d.input_producers.index(c.op) if epilogue else None
     others = {o.element_type for i, o in enumerate(d.inputs) if epilogue and i != product}
     outputs = {o.element_type for o in d.outputs}
@@ -504,7 +514,7 @@ def ragged_params(
     # With no M loop a thread's tile is one row of t (tile_m: 1).
     tm = t if c.m else 1
     tile_m, tile_n = tm * threads_y, t * threads_x
-    grid = (math.ceil(n / tile_n), math.ceil(m / tile_m), c.batch[0] if c.batch else 1)
+    grid = _grid(c, math.ceil(n / tile_n), math.ceil(m / tile_m))
     if target.grid_refusal(grid):
         return None, "its grid exceeds the target's workgroup counts"
     # The K loop must keep two steps at least: a one-trip loop is folded
@@ -515,12 +525,12 @@ def ragged_params(
     ks = RAGGED_K_STEP if k > RAGGED_K_STEP else 1
     k_padded = math.ceil(k / ks) * ks
     m_ragged, n_ragged, k_ragged = m % tile_m != 0, n % tile_n != 0, k % ks != 0
-    epilogue = d.root_op != c.op
+    epilogue = not c.is_root
     operand = d.input_producers.index(c.op) if epilogue else 0
     # The script vectorizes each input pad of the root by its padded type;
     # these are the types it looks for (a pad of any other shape would be
     # left to pad_vectorization, which reads it without a row mask).
-    known = ([t, t], [t], [1, t, t], [1, t]) if c.m else ([t],)
+    known = ([t, t], [t], [1, t, t], [1, t]) if c.m else ([t], [1, t])
     # Where a thread's extent is not known statically its reads are masked
     # (kernel_refusal checks it); where it is (one workgroup along the dim,
     # as many rows for every thread) the masks fold away.

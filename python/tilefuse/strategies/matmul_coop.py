@@ -126,7 +126,7 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulCoopParams | None, str]:
         return None, why
     (c,) = d.contractions
     m, n, k = c.m[0], c.n[0], c.k[0]
-    epilogue = d.root_op != c.op
+    epilogue = not c.is_root
     accumulator = c.result.element_type
     batch = c.batch[0] if c.batch else 1
     cfg = _config(

@@ -171,7 +171,7 @@ def product_of(d: Dispatch) -> Product:
         c.m[0],
         c.n[0],
         c.k[0],
-        epilogue=d.root_op != c.op,
+        epilogue=not c.is_root,
         b_k_inner=c.rhs_k_inner,
         accumulator=c.result.element_type,
         operand=c.lhs.element_type,
@@ -252,7 +252,7 @@ def _params(d: Dispatch, target: Target, cfg: TileConfig) -> MatmulMmaParams | N
     grid = (c.n[0] // cfg.tn, c.m[0] // cfg.tm, c.batch[0] if c.batch else 1)
     if target.grid_refusal(grid):
         return None
-    epilogue = d.root_op != c.op
+    epilogue = not c.is_root
     return MatmulMmaParams(
         launch=Launch(grid, (32 * (cfg.tn // cfg.wn), cfg.tm // cfg.wm, 1), target.subgroup_size),
         matmul_operand=d.input_producers.index(c.op) if epilogue else 0,

@@ -140,7 +140,7 @@ def _params(d: Dispatch, target: Target, t: _Tile) -> MatmulMmaIreeParams | None
     if target.grid_refusal(grid):
         return None
     warps = (t.tm // t.wm) * (t.tn // t.wn)
-    epilogue = d.root_op != c.op
+    epilogue = not c.is_root
     return MatmulMmaIreeParams(
         launch=Launch(grid, (target.subgroup_size * warps, 1, 1), target.subgroup_size),
         element=c.lhs.element_type,
