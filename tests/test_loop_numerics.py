@@ -88,14 +88,21 @@ def _t(shape):
     return "tensor<" + "x".join(map(str, shape)) + "xf32>"
 
 
-# Transposes IREE cannot collapse keep rank-3 and rank-4 roots (an outer dim
-# beyond the 3-D grid becomes a vector dim of each thread: the smaller of the
-# two, so a ViT patchify's [16, 4, 8, 12] serializes 4, not 16).
+# Transposes IREE cannot collapse keep roots of rank 3 and up (the largest
+# outer dim goes to grid z, the others become vector dims of each thread, so
+# a ViT patchify's [16, 4, 8, 12] serializes 4, not 16, and GQA's
+# [1, 2, 4, 32, 32] scores transposed serialize 2).
 @pytest.mark.parametrize(
     "shape,perm",
-    [((4, 6, 8), (1, 0, 2)), ((3, 4, 5, 6), (2, 1, 0, 3)), ((16, 8, 4, 12), (0, 2, 1, 3))],
+    [
+        ((4, 6, 8), (1, 0, 2)),
+        ((3, 4, 5, 6), (2, 1, 0, 3)),
+        ((16, 8, 4, 12), (0, 2, 1, 3)),
+        ((1, 2, 4, 32, 32), (0, 1, 2, 4, 3)),
+        ((2, 2, 2, 6, 5, 8), (0, 1, 3, 2, 5, 4)),
+    ],
 )
-def test_rank3_and_rank4_roots(shape, perm):
+def test_roots_of_rank_3_and_up(shape, perm):
     out = tuple(shape[p] for p in perm)
     text = (
         f"func.func @main(%x: {_t(shape)}, %y: {_t(out)}) -> {_t(out)} {{\n"

@@ -33,7 +33,7 @@ from . import attrs
 from .contract import PASS, SKIP, Launch, Strategy
 from .sizes import largest_divisor_at_most
 
-MAX_RANK = 4
+MAX_RANK = 6
 # Leading dims beyond the grid's three become vector dims of each thread;
 # keep that vector small.
 MAX_SERIAL_ELEMENTS = 8
@@ -216,17 +216,28 @@ def _layout(
         rows = largest_divisor_at_most(m, want)
         if rows * 2 < want and not exact_only:
             rows, exact_y = want, m % want == 0
-    # Rank 4: one of the two outer dims goes to grid z, the other is serial
-    # in each thread's vector. The smaller is serial (patchify's
-    # [B*H/P, P, W/P, P*C] = [16, 4, 8, 12]: 4 serial, not 16), unless a
-    # pad is read (its masked loads must not span a serial dim inside the
-    # vector: _serial_pad_refusal).
+    # Rank 3 and up: one of the dims outside y and x goes to grid z, the
+    # others are serial in each thread's vector. The largest goes to z, so
+    # that the serial ones are few (patchify's [B*H/P, P, W/P, P*C] =
+    # [16, 4, 8, 12]: 4 serial, not 16; GQA's [1, 2, 4, 32, 32]: 2), the
+    # innermost on a tie; unless a pad is read (its masked loads must not
+    # span a serial dim inside the vector: _serial_pad_refusal), where it
+    # is the one next to y.
     z_dim = rank - 3 if rank >= 3 else None
-    if rank == 4 and shape[0] > shape[1] and not exact_only:
-        z_dim = 0
+    if rank >= 4 and not exact_only:
+        z_dim = max(range(rank - 2), key=lambda d: (shape[d], d))
     serial = math.prod(shape[d] for d in range(max(0, rank - 2)) if d != z_dim)
     if serial > MAX_SERIAL_ELEMENTS:
         return None, f"rank {rank} with {serial} elements in dims beyond the 3-D grid"
+    serial_dims = [d for d in range(max(0, rank - 2)) if d != z_dim and shape[d] > 1]
+    if len(serial_dims) > 1 and not (exact_x and exact_y):
+        # A masked transfer over two serial dims and the row stays a
+        # multi-dim transfer ("should be broken down by prior passes":
+        # [41, 2, 3, 37, 5]); with one, or unmasked, it is unrolled to rows.
+        return None, (
+            f"rank {rank} with {len(serial_dims)} dims beyond the 3-D grid and a ragged tile "
+            "(masked transfers over two serial dims are not broken down)"
+        )
     if exact_only and threads_x * rows < target.subgroup_size:
         return None, (
             f"tiles that divide {shape} give {threads_x * rows} threads per workgroup, "
