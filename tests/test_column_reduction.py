@@ -409,6 +409,7 @@ EPILOGUES = [
     ((4, 7, 7, 256), (1, 2), "f32", "mean"),  # global average pooling, NHWC (collapse.py)
     ((4, 24, 32, 40), (2,), "f32", "mean"),  # batch dims merged, the epilogue with them
     ((2, 16, 4, 8), (1,), "f32", "bias sqrt"),  # kept dims merged, and the bias's view
+    ((32, 16, 24), (0,), "f32", "mean"),  # two kept dims IREE leaves apart: collapse.py merges
 ]
 
 
@@ -419,6 +420,7 @@ def test_an_elementwise_epilogue_runs_in_the_column_kernel(shape, dims, dtype, e
     applies it there, one store. Tolerance against numpy in float64: 1e-6
     of the largest output for f32, 1e-3 for an f16 result (one rounding)."""
     result = tilefuse.compile_program(_epilogue_program(shape, dims, dtype, epilogue), "vulkan")
+    assert not [n for n in result.notes if "internal error" in n], result.notes
     (report,) = result.reports
     assert (report.strategy, report.status) == ("column_reduction", "applied"), report.line()
     assert report.params.endswith("epilogue") and "then its elementwise epilogue" in report.reason

@@ -277,7 +277,8 @@ def _epilogue_refusal(epilogue: ir.Operation, reduction: ir.Operation) -> str | 
     attrs = epilogue.attributes
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
-    if len(epilogue.results) != 1 or any(not m.is_identity for m in maps):
+    identity = ir.AffineMap.get_identity(maps[0].n_dims, epilogue.context) if maps else None
+    if len(epilogue.results) != 1 or any(m != identity for m in maps):
         return "an epilogue over several kept dims that does not read and write them in order"
     for i in range(num_inputs):
         value = epilogue.operands[i]
