@@ -577,6 +577,20 @@ def test_dynamic_shapes_are_left_to_iree_not_an_internal_error():
     assert any("a result of dynamic shape" in line for line in p.log), p.log
 
 
+def test_dynamic_sibling_reductions_are_not_an_internal_error():
+    """Two reduces of one dynamic-shaped argument (a row sum and a column
+    max under jax.export's symbolic dims): the sibling rule looked up their
+    groups, which dynamic ops do not have, and raised (KeyError)."""
+    body = """  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : (tensor<?x?xf32>, tensor<f32>) -> tensor<?xf32>
+  %m = stablehlo.reduce(%x init: %z) applies stablehlo.maximum across dimensions = [1] : (tensor<?x?xf32>, tensor<f32>) -> tensor<?xf32>
+  %y = stablehlo.add %s, %m : tensor<?xf32>
+  return %y : tensor<?xf32>"""
+    p, _ = plan(body, "%x: tensor<?x?xf32>", "tensor<?xf32>")
+    assert not [g for g in p.all_groups() if g.outlined], kinds(p)
+    assert any("a result of dynamic shape" in line for line in p.log), p.log
+
+
 def test_a_complex_constant_is_not_an_internal_error():
     """The MLIR bindings cannot read a complex dense attribute; the planner
     asked whether it was a splat and raised (the whole plan dropped)."""

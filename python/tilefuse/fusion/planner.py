@@ -480,10 +480,11 @@ def _edges(graph: FuncGraph, plan: FuncPlan):
 
 
 def _sibling_pairs(graph: FuncGraph, plan: FuncPlan):
-    """Reduces that read a common value (an argument or an op's result)."""
+    """Reduces that read a common value (an argument or an op's result),
+    both in the plan (a dynamic-shaped reduce is left outside it)."""
     reads: dict[tuple, list[int]] = {}
     for n in graph.nodes:
-        if n.cls == "reduce":
+        if n.cls == "reduce" and n.index in plan.group_of:
             for v in list(n.op.operands)[: len(n.op.operands) // 2]:
                 reads.setdefault(value_key(v), []).append(n.index)
     for readers in reads.values():
