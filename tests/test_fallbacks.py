@@ -265,6 +265,14 @@ def test_a_silent_crash_names_the_op_of_the_last_diagnostic():
         "a warning: reads uninitialized values)"
     )
     assert first_error("^\nm.mlir:3:4: error: boom\n") == "m.mlir:3:4: boom"
+    # An op with no location: the error, not the note after it.
+    unknown = (
+        '<unknown>:0: error: loc("gather"): result #0 must be statically shaped\n'
+        '<unknown>:0: note: loc("gather"): see current operation: %5 = ...\n'
+    )
+    assert first_error(unknown) == (
+        '<unknown>:0: loc("gather"): result #0 must be statically shaped'
+    )
 
 
 CONCAT_STORED = """func.func @main(%x: tensor<16x8xf32>) -> tensor<16x16xf32> {

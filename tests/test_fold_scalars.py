@@ -63,6 +63,8 @@ CHECK: return %[[V]]
         # integer division by zero, an unsigned comparison, a float to
         # integer conversion out of range: no single answer to fold to
         ("%r = stablehlo.divide %i, %z : tensor<i32>", "stablehlo.divide"),
+        # INT_MIN / -1 overflows i32 (numpy raised: the whole plan was dropped)
+        ("%r = stablehlo.divide %min, %m1 : tensor<i32>", "stablehlo.divide"),
         (
             "%r = stablehlo.compare LT, %i, %z, UNSIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
             "stablehlo.compare",
@@ -84,6 +86,8 @@ def test_what_has_no_single_answer_stays(line, kept):
         f"""
   %i = stablehlo.constant dense<7> : tensor<i32>
   %z = stablehlo.constant dense<0> : tensor<i32>
+  %min = stablehlo.constant dense<-2147483648> : tensor<i32>
+  %m1 = stablehlo.constant dense<-1> : tensor<i32>
   %f = stablehlo.constant dense<0.0> : tensor<f32>
   %big = stablehlo.constant dense<3.0e+10> : tensor<f32>
   {line}

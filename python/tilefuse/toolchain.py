@@ -76,7 +76,11 @@ def _text(data) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-_ERROR_LINE = re.compile(r"^(?P<loc>[^\s:][^:\n]*:\d+:\d+): error: (?P<msg>.*)$", re.MULTILINE)
+# A location is file:line:col, or `<unknown>:0` (an op without one: IREE
+# names it by its loc("name") in the message).
+_ERROR_LINE = re.compile(
+    r"^(?P<loc>[^\s:][^:\n]*:\d+:\d+|<unknown>:0): error: (?P<msg>.*)$", re.MULTILINE
+)
 _CRASH = "Please report issues to"
 # A diagnostic that names where it is: IREE's last one before a crash that
 # says nothing itself locates the op it was working on.

@@ -105,7 +105,11 @@ def _evaluate(op: ir.Operation, args: list):
             if out is np.bool_ or b == 0:
                 return None
             q = abs(int(a)) // abs(int(b))  # truncated toward zero
-            return out(q if (a < 0) == (b < 0) else -q)
+            q = q if (a < 0) == (b < 0) else -q
+            info = np.iinfo(out)
+            if not info.min <= q <= info.max:
+                return None  # INT_MIN / -1 overflows: left to the op itself
+            return out(q)
         if name == "stablehlo.compare":
             kind = _enum(op, "compare_type") if "compare_type" in op.attributes else None
             boolean = isinstance(args[0], np.bool_)
