@@ -453,3 +453,32 @@ def test_an_epilogue_needs_a_tile_that_divides_the_kept_columns():
     (report,) = result.reports
     assert report.status != "applied"
     assert "997 has none of at least a subgroup" in report.reason, report.reason
+
+
+@pytest.mark.parametrize("shape", [(8, 64, 48), (6, 10, 30), (4, 3, 7, 32)])
+def test_a_variance_reads_its_mean_broadcast_along_the_reduced_dim(shape):
+    """sum((x - m)^2) over dim 0 with m given per kept element (a
+    variance's mean, broadcast along the reduced dim): collapse.py views m
+    like the result, so the kept dims still merge and the column kernel takes
+    it (with two kept dims it was left uncollapsed, and the kernel's build
+    failed on m's mask). Within 1e-6 of the largest output, float64 numpy."""
+    kept = shape[1:]
+    t, r = (f"tensor<{'x'.join(map(str, s))}xf32>" for s in (shape, kept))
+    dims = list(range(1, len(shape)))
+    text = f"""func.func @main(%x: {t}, %m: {r}) -> {r} {{
+  %b = stablehlo.broadcast_in_dim %m, dims = {dims} : ({r}) -> {t}
+  %d = stablehlo.subtract %x, %b : {t}
+  %q = stablehlo.multiply %d, %d : {t}
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%q init: %z) applies stablehlo.add across dimensions = [0] : ({t}, tensor<f32>) -> {r}
+  return %s : {r}
+}}"""
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("column_reduction", "applied"), report.line()
+    assert f"{math.prod(kept)} kept x {shape[0]} reduced" in report.reason, report.line()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32) + 2
+    m = rng.standard_normal(kept).astype(np.float32)
+    want = ((x.astype(np.float64) - m) ** 2).sum(0)
+    assert np.max(np.abs(module.main(x, m) - want)) <= 1e-6 * np.max(np.abs(want))

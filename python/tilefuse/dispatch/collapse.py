@@ -17,7 +17,8 @@ iterators. No reshape op and no copy: a row-major buffer is the same bytes at
 either shape.
 
 Only roots of that exact form are touched: every input a load of a whole
-binding, indexed (batch.., reduced.., kept..) in loop order; the init a fill;
+binding, indexed (batch.., reduced.., kept..) in loop order, or like the
+result (broadcast along the reduced dims: a variance's mean); the init a fill;
 the result only stored, indexed (batch.., kept..). Anything else is left as
 IREE wrote it (and the chooser says why it does not take it). A reduction
 whose result only an elementwise root reads (its epilogue: a mean over H
@@ -74,8 +75,13 @@ def _layout(root: ir.Operation) -> tuple[Layout | None, str | None]:
     if maps[-1] != list(range(parallel)):
         return None, "the result is not indexed by the kept loops in order"
     reduced = list(range(parallel, rank))
-    for m in maps[:-1]:
-        # (batch.., reduced.., kept..) with each group in loop order.
+    full = [m for m in maps[:-1] if m != maps[-1]]
+    if not full:
+        return None, "no input is read along the reduced dims"
+    for m in full:
+        # (batch.., reduced.., kept..) with each group in loop order; an
+        # input indexed like the result (a variance's mean, broadcast along
+        # the reduced dims) is viewed like the result.
         if len(m) != rank or m[-1] >= parallel:
             return None, "an input is not read along a kept dim innermost"
         start = next((i for i, d in enumerate(m) if d >= parallel), None)
@@ -221,19 +227,23 @@ def _rewrite(
         why = _epilogue_refusal(epilogue, root)
         if why:
             return why
-    in_shape = list(ir.RankedTensorType(root.operands[0].type).shape)
-    in_map = map_dims(ir.AffineMapAttr(ir.ArrayAttr(attrs["indexing_maps"])[0]).value)
-    dim_sizes = [0] * len(in_map)
-    for d, n in zip(in_map, in_shape):
+    maps = [map_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(attrs["indexing_maps"])]
+    # An input indexed like the result (broadcast along the reduced dims) is
+    # viewed like the result; the others as (batch?, reduced, kept).
+    like_result = [m == maps[num_inputs] for m in maps[:num_inputs]]
+    full = like_result.index(False)
+    dim_sizes = [0] * len(maps[full])
+    for d, n in zip(maps[full], ir.RankedTensorType(root.operands[full].type).shape):
         dim_sizes[d] = n
     in_sizes = _sizes([g for g in (layout.batch, layout.reduced, layout.kept) if g], dim_sizes)
     out_sizes = _sizes([g for g in (layout.batch, layout.kept) if g], dim_sizes)
     for i in range(num_inputs):
+        sizes = out_sizes if like_result[i] else in_sizes
         elementwise = _elementwise_of_loads(root.operands[i])
         if elementwise is None:
-            root.operands[i] = _collapse_load(_full_load(root.operands[i]), in_sizes)
+            root.operands[i] = _collapse_load(_full_load(root.operands[i]), sizes)
         else:
-            _collapse_elementwise(elementwise, in_sizes)
+            _collapse_elementwise(elementwise, sizes)
     fill = _fill_of_empty(root.operands[num_inputs])
     out_type = ir.RankedTensorType.get(
         out_sizes, ir.RankedTensorType(root.results[0].type).element_type
@@ -254,10 +264,9 @@ def _rewrite(
     loops = ", ".join(f"d{i}" for i in range(b + 2))
     in_res = ", ".join(["d0"] * b + [f"d{r}", f"d{k}"])
     out_res = ", ".join(["d0"] * b + [f"d{k}"])
-    maps = [f"affine_map<({loops}) -> ({in_res})>"] * num_inputs + [
-        f"affine_map<({loops}) -> ({out_res})>"
-    ]
-    root.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]", ctx)
+    new_maps = [f"affine_map<({loops}) -> ({out_res if like else in_res})>" for like in like_result]
+    new_maps.append(f"affine_map<({loops}) -> ({out_res})>")
+    root.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(new_maps)}]", ctx)
     iters = ["parallel"] * (b + 1) + ["reduction"]
     root.attributes["iterator_types"] = ir.Attribute.parse(
         "[" + ", ".join(f"#linalg.iterator_type<{t}>" for t in iters) + "]", ctx
