@@ -482,3 +482,28 @@ def test_a_variance_reads_its_mean_broadcast_along_the_reduced_dim(shape):
     m = rng.standard_normal(kept).astype(np.float32)
     want = ((x.astype(np.float64) - m) ** 2).sum(0)
     assert np.max(np.abs(module.main(x, m) - want)) <= 1e-6 * np.max(np.abs(want))
+
+
+def test_a_loop_index_in_the_body_is_refused_and_the_result_right():
+    """The second step of a column argmax: min over dim 1 of
+    select(x == max, iota, big). The kernel's loop split renumbered the
+    iota's linalg.index (every index came out as its column's number: 1146
+    of 1200 wrong); the kernel now refuses such a dispatch, and IREE's codegen
+    gets it right."""
+    xs, bs = "tensor<50x7x24xi32>", "tensor<50x24xi32>"
+    text = f"""func.func @main(%x: {xs}, %b: {bs}) -> {bs} {{
+  %big = stablehlo.constant dense<2147483647> : tensor<i32>
+  %none = stablehlo.constant dense<2147483647> : {xs}
+  %iota = stablehlo.iota dim = 1 : {xs}
+  %best = stablehlo.broadcast_in_dim %b, dims = [0, 2] : ({bs}) -> {xs}
+  %is = stablehlo.compare EQ, %x, %best, SIGNED : ({xs}, {xs}) -> tensor<50x7x24xi1>
+  %c = stablehlo.select %is, %iota, %none : tensor<50x7x24xi1>, {xs}
+  %i = stablehlo.reduce(%c init: %big) applies stablehlo.minimum across dimensions = [1] : ({xs}, tensor<i32>) -> {bs}
+  return %i : {bs}
+}}"""
+    result = tilefuse.compile_program(text, "vulkan")
+    (report,) = result.reports
+    assert report.strategy is None and "reads a loop index" in report.reason, report.line()
+    x = np.random.default_rng(0).integers(-4, 5, (50, 7, 24)).astype(np.int32)
+    got = CompiledModule(result.vmfb, "vulkan").main(x, x.max(1))
+    np.testing.assert_array_equal(got, np.argmax(x, 1))

@@ -291,3 +291,28 @@ def test_cuda_assembles_without_spills(target, arch, tmp_path):
     assert ptx and f".target {arch}" in ptx[0].read_text()
     assert "shfl.sync.bfly" in ptx[0].read_text()
     assert report.registers and report.spill_bytes == 0
+
+
+@pytest.mark.parametrize("rows,n", [(8, 5000), (64, 1000), (16, 37)])
+def test_a_loop_index_in_the_body_is_refused_and_the_result_right(rows, n):
+    """sum(where(x > 0, iota, 0)) over rows: the row kernel's chunking of the
+    reduced dim renumbered the iota's linalg.index (8x5000: every row
+    wrong), the row-warp kernel failed to build; both now refuse, and IREE's
+    codegen gets it right. (Argmax's iota is the softmax kernel's:
+    test_argminmax.py.)"""
+    xs, i32, ys = f"tensor<{rows}x{n}xf32>", f"tensor<{rows}x{n}xi32>", f"tensor<{rows}xi32>"
+    text = f"""func.func @main(%x: {xs}) -> {ys} {{
+  %z = stablehlo.constant dense<0.0> : {xs}
+  %zi = stablehlo.constant dense<0> : {i32}
+  %iota = stablehlo.iota dim = 1 : {i32}
+  %p = stablehlo.compare GT, %x, %z : ({xs}, {xs}) -> tensor<{rows}x{n}xi1>
+  %s = stablehlo.select %p, %iota, %zi : tensor<{rows}x{n}xi1>, {i32}
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %r = stablehlo.reduce(%s init: %c) applies stablehlo.add across dimensions = [1] : ({i32}, tensor<i32>) -> {ys}
+  return %r : {ys}
+}}"""
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert report.strategy is None and "reads a loop index" in report.reason, report.line()
+    x = np.random.default_rng(0).standard_normal((rows, n)).astype(np.float32)
+    np.testing.assert_array_equal(module.main(x), np.where(x > 0, np.arange(n), 0).sum(1))

@@ -149,6 +149,11 @@ def _check(d: Dispatch) -> str | None:
         return "innermost input dim is not the kept dim (a row reduction)"
     if len(d.outputs) != 1 or len(d.combiners) != 1 or d.combiners[0] not in COMBINERS:
         return f"combiner {d.combiners} is not one of add/max/min/mul"
+    if any(o.indexes for o in d.op_summaries):
+        # A column argmax's iota along the reduced dim: the kernel's split
+        # and interchange of the loops left linalg.index reading the kept
+        # dim (every index came out as its column's number).
+        return "an op reads a loop index (linalg.index), which the kernel's loop split renumbers"
     # Besides the root and its init's fill, only direct elementwise producers
     # of its inputs (a convert kept apart); the script fuses them into the root.
     producers = sum(1 for p in d.input_producers if p == "linalg.generic")

@@ -150,6 +150,12 @@ def lone_reduction_refusal(d: Dispatch) -> str | None:
     combiner = d.combiners[0] if d.combiners else None
     if combiner not in COMBINERS:
         return f"combiner {combiner} has no known identity"
+    if any(o.indexes for o in d.op_summaries):
+        # sum(where(x > 0, iota, 0)) over rows of 5000: the row kernel's
+        # chunking of the reduced dim renumbered linalg.index (8 of 8 rows
+        # wrong); the row-warp kernel failed to build. (The softmax kernel
+        # takes argmax's iota: hlo/argminmax.py.)
+        return "an op reads a loop index (linalg.index), which the kernels' chunking renumbers"
     if d.outputs[0].bits > MAX_ACCUMULATOR_BITS:
         return f"{d.outputs[0].element_type} accumulator (shuffles are 32-bit)"
     others = len(d.ops) - 1
