@@ -4,6 +4,7 @@
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
+    unit_transposes.py transposes that move only extent-1 dims as reshapes
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
     dot_layouts.py operand transposes of a dot_general moved into their producers
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
@@ -33,6 +34,7 @@ from . import (
     scalars,
     split_k,
     unit_reduces,
+    unit_transposes,
     wide_accumulators,
 )
 from .normalize import normalize
@@ -64,6 +66,9 @@ FUNCTION_REWRITES = (
     FunctionRewrite("fold_scalars", lambda t: True, _any_target(fold_scalars.rewrite_function)),
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
     FunctionRewrite("unit_reduces", lambda t: True, _any_target(unit_reduces.rewrite_function)),
+    FunctionRewrite(
+        "unit_transposes", lambda t: True, _any_target(unit_transposes.rewrite_function)
+    ),
     FunctionRewrite(
         "wide_accumulators", lambda t: True, _any_target(wide_accumulators.rewrite_function)
     ),
