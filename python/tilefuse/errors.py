@@ -14,6 +14,15 @@ class GroupFailed(TilefuseError):
     """The fusion stage failed on these fusion groups (by name): the driver
     may leave them to IREE and keep the other groups."""
 
-    def __init__(self, message: str, groups, location: str | None = None):
+    def __init__(
+        self, message: str, groups, location: str | None = None, reasons: dict | None = None
+    ):
         self.groups = tuple(groups)
+        self.reasons = dict(reasons or {})  # group name -> why, where each has its own
         super().__init__(message, location)
+
+
+class GroupsLeftToIree(GroupFailed):
+    """Fusion groups no tilefuse kernel takes: not a failure (--strict
+    allows it), the driver leaves them to IREE's formation and compiles
+    again."""

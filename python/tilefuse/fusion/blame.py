@@ -27,7 +27,7 @@ def blamed_groups(
     error line that names it (else `reason`), in program order."""
     outlined = [g.name for g in plan.outlined()]
     if isinstance(error, GroupFailed):
-        return {n: reason for n in outlined if n in error.groups}
+        return {n: error.reasons.get(n, reason) for n in outlined if n in error.groups}
     blamed: dict[str, str] = {}
     for f, line, col, message in _ERROR.findall(stderr):
         for name in _groups_at(plan, (f, line, col)):
