@@ -5,6 +5,7 @@
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
     unit_transposes.py transposes that move only extent-1 dims as reshapes
+    negated_sums.py sums of negated values (JAX's gradients) as negated sums
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
     dot_layouts.py operand transposes of a dot_general moved into their producers
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
@@ -31,6 +32,7 @@ from . import (
     dot_layouts,
     fold_scalars,
     minmax,
+    negated_sums,
     scalars,
     split_k,
     unit_reduces,
@@ -69,6 +71,7 @@ FUNCTION_REWRITES = (
     FunctionRewrite(
         "unit_transposes", lambda t: True, _any_target(unit_transposes.rewrite_function)
     ),
+    FunctionRewrite("negated_sums", lambda t: True, _any_target(negated_sums.rewrite_function)),
     FunctionRewrite(
         "wide_accumulators", lambda t: True, _any_target(wide_accumulators.rewrite_function)
     ),
