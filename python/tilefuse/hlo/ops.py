@@ -223,3 +223,17 @@ def mark_split_steps(ops: list[ir.Operation], name: str, skip_first: bool = True
     found = [op for op in ops if op.name == name]
     for op in found[1:] if skip_first else found:
         op.attributes[SPLIT_STEP] = ir.UnitAttr.get(op.context)
+
+
+def replace_by_reshape(op: ir.Operation) -> None:
+    """Replace `op`, whose one result holds its first operand's elements in
+    the same order, by a stablehlo.reshape of that operand (erasing it)."""
+    reshape = ir.Operation.create(
+        "stablehlo.reshape",
+        results=[op.results[0].type],
+        operands=[op.operands[0]],
+        loc=op.location,
+        ip=ir.InsertionPoint(op),
+    )
+    op.results[0].replace_all_uses_with(reshape.results[0])
+    op.erase()

@@ -21,7 +21,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .argminmax import function_reduces
-from .ops import shape_of
+from .ops import replace_by_reshape, shape_of
 from .scalars import identity_body
 
 
@@ -37,16 +37,8 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         why, body = identity_body(op)
         if why:
             continue
-        reshape = ir.Operation.create(
-            "stablehlo.reshape",
-            results=[op.results[0].type],
-            operands=[op.operands[0]],
-            loc=op.location,
-            ip=ir.InsertionPoint(op),
-        )
-        op.results[0].replace_all_uses_with(reshape.results[0])
         where = location_text(op.location)
-        op.erase()
+        replace_by_reshape(op)
         name = body.removeprefix("stablehlo.")
         log.append(f"{name}-reduction at {where} over dims of extent 1 rewritten as a reshape")
     return log

@@ -10,7 +10,7 @@ it is a reshape. Left as a transpose, the planner counts it as data movement
 from iree.compiler import ir
 
 from ..frontend import location_text
-from .ops import shape_of
+from .ops import replace_by_reshape, shape_of
 
 
 def moves_only_unit_dims(shape: list[int], permutation: list[int]) -> bool:
@@ -31,15 +31,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             continue
         if not moves_only_unit_dims(shape, permutation):
             continue
-        reshape = ir.Operation.create(
-            "stablehlo.reshape",
-            results=[op.results[0].type],
-            operands=[op.operands[0]],
-            loc=op.location,
-            ip=ir.InsertionPoint(op),
-        )
-        op.results[0].replace_all_uses_with(reshape.results[0])
         where = location_text(op.location)
-        op.erase()
+        replace_by_reshape(op)
         log.append(f"transpose at {where} moves only dims of extent 1: rewritten as a reshape")
     return log
