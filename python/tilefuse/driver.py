@@ -543,7 +543,7 @@ def compile_fused(
     own = OwnFormation(program, target, workdir / "iree-formation", options)
     with ThreadPoolExecutor(max_workers=1) as pool:
         withheld: dict[str, str] = {}
-        no_kernel: dict[str, str] = {}  # of those, the groups no kernel takes
+        no_kernel: set[str] = set()  # of those, the groups no kernel takes
         for retry in range(MAX_GROUP_RETRIES + 1):
             attempt = FusedAttempt(dict(withheld))
             attempt_dir = workdir / f"retry-{retry}" if retry else workdir

@@ -286,7 +286,7 @@ def _epilogue_refusal(epilogue: ir.Operation, reduction: ir.Operation) -> str | 
     attrs = epilogue.attributes
     num_inputs = ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"])[0]
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attrs["indexing_maps"])]
-    identity = ir.AffineMap.get_identity(maps[0].n_dims, epilogue.context) if maps else None
+    identity = ir.AffineMap.get_identity(maps[0].n_dims, epilogue.context)
     if len(epilogue.results) != 1 or any(m != identity for m in maps):
         return "an epilogue over several kept dims that does not read and write them in order"
     for i in range(num_inputs):
