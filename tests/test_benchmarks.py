@@ -64,13 +64,18 @@ def _agree(text: str, fn, inputs, t: str):
 
 
 @pytest.mark.parametrize(
-    "name", ["matmul_bias_1024_bf16", "mlp_up_gelu_f16", "mlp_down_residual_bf16"]
+    "name",
+    ["matmul_bias_1024_bf16", "mlp_up_gelu_f16", "mlp_down_residual_bf16", "decode_m1_nk_bf16"],
 )
 def test_matmul_peers_compute_their_programs(name):
     *_, epilogue, t = MAKE.MATMULS[name]
     m, k, n = 8, 64, 32
     rng = np.random.default_rng(0)
-    shapes = [(m, k), (k, n)] + [(n,)] * ("bias" in epilogue) + [(m, n)] * ("residual" in epilogue)
+    shapes = (
+        [(m, k), (n, k) if "b_nk" in epilogue else (k, n)]
+        + [(n,)] * ("bias" in epilogue)
+        + [(m, n)] * ("residual" in epilogue)
+    )
     inputs = [(rng.standard_normal(s) / 4).astype(DTYPES[t]) for s in shapes]
     _agree(MAKE.program(m, k, n, epilogue, t), PEERS.PROGRAMS[name], inputs, t)
 

@@ -191,7 +191,9 @@ def test_lavapipe_and_full_grids_are_not_split():
     ],
 )
 def test_refusals_are_logged(kwargs, why):
-    result = tilefuse.compile_program(_dot(1, 4096, 4096, **kwargs), "cuda")
+    """M = 2: at M = 1 a B stored as [N, K] makes a matrix-vector product,
+    which hlo/matrix_vectors.py rewrites as a row reduction first."""
+    result = tilefuse.compile_program(_dot(2, 4096, 4096, **kwargs), "cuda")
     (line,) = _split_lines(result)
     assert "not split in K" in line and why in line, line
 

@@ -4,7 +4,9 @@ dot_general of bf16 or f16 arrays: the result in the operands' type).
     python benchmarks/gpu/make_matmuls.py
 
 MATMULS names each program: [M, K] @ [K, N] in `dtype`, then its epilogue,
-in order: + bias[N], tanh GELU, + residual[M, N]. torch_peers.py beside
+in order: + bias[N], tanh GELU, + residual[M, N]; "b_nk" in that tuple
+stores B as [N, K] (torch's and most checkpoints' weight layout), which the
+program transposes before the product as JAX writes x @ W.T. torch_peers.py beside
 this holds the same table (the bundle carries that file alone), and
 tests/test_benchmarks.py checks both against the files.
 """
@@ -23,6 +25,7 @@ MATMULS = {
     "mlp_up_gelu_f16": (2048, 768, 3072, ("bias", "gelu"), "f16"),
     "mlp_down_residual_bf16": (2048, 3072, 768, ("bias", "residual"), "bf16"),
     "decode_m1_bf16": (1, 4096, 4096, (), "bf16"),
+    "decode_m1_nk_bf16": (1, 4096, 4096, ("b_nk",), "bf16"),
     "decode_m16_bf16": (16, 4096, 4096, (), "bf16"),
     "decode_m16_f16": (16, 4096, 4096, (), "f16"),
     "llama_up_bf16": (4096, 4096, 11008, (), "bf16"),
@@ -37,9 +40,14 @@ GELU = {"k0": "4.467770e-02", "k1": "7.978850e-01", "one": "1.000000e+00", "half
 def program(m: int, k: int, n: int, epilogue: tuple, t: str) -> str:
     a, b, o = f"tensor<{m}x{k}x{t}>", f"tensor<{k}x{n}x{t}>", f"tensor<{m}x{n}x{t}>"
     args = [f"%a: {a}", f"%b: {b}"]
-    body = [
+    body = []
+    if "b_nk" in epilogue:
+        b_nk = f"tensor<{n}x{k}x{t}>"
+        args[1] = f"%w: {b_nk}"
+        body.append(f"    %b = stablehlo.transpose %w, dims = [1, 0] : ({b_nk}) -> {b}")
+    body.append(
         f"    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({a}, {b}) -> {o}"
-    ]
+    )
     last = "%0"
     if "bias" in epilogue:
         args.append(f"%bias: tensor<{n}x{t}>")
@@ -71,8 +79,9 @@ def program(m: int, k: int, n: int, epilogue: tuple, t: str) -> str:
         args.append(f"%res: {o}")
         body.append(f"    %r = stablehlo.add {last}, %res : {o}")
         last = "%r"
-    head = f"// {m}x{k} @ {k}x{n} {t}"
-    head += f", epilogue: {' + '.join(epilogue)}\n" if epilogue else "\n"
+    head = f"// {m}x{k} @ {k}x{n} {t}" + (f" (B stored as {n}x{k})" if "b_nk" in epilogue else "")
+    ops = [e for e in epilogue if e != "b_nk"]
+    head += f", epilogue: {' + '.join(ops)}\n" if ops else "\n"
     return (
         head
         + f"func.func @main({', '.join(args)}) -> {o} {{\n"

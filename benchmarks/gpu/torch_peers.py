@@ -22,6 +22,7 @@ MATMULS = {
     "mlp_up_gelu_f16": (2048, 768, 3072, ("bias", "gelu"), "f16"),
     "mlp_down_residual_bf16": (2048, 3072, 768, ("bias", "residual"), "bf16"),
     "decode_m1_bf16": (1, 4096, 4096, (), "bf16"),
+    "decode_m1_nk_bf16": (1, 4096, 4096, ("b_nk",), "bf16"),
     "decode_m16_bf16": (16, 4096, 4096, (), "bf16"),
     "decode_m16_f16": (16, 4096, 4096, (), "f16"),
     "llama_up_bf16": (4096, 4096, 11008, (), "bf16"),
@@ -35,7 +36,7 @@ GELU = (4.467770e-02, 7.978850e-01, 1.0, 0.5)  # k0, k1, one, half, as in the .m
 def _matmul(epilogue: tuple):
     def fn(a, b, *rest):
         rest = list(rest)
-        y = torch.matmul(a, b)
+        y = torch.matmul(a, b.T if "b_nk" in epilogue else b)
         if "bias" in epilogue:
             y = y + rest.pop(0)
         if "gelu" in epilogue:

@@ -54,6 +54,7 @@ from . import fusion as fusion_pkg
 from .dispatch import rewrite_sources
 from .dispatch.collapse import collapse_in
 from .dispatch.fold_reshapes import fold_reshapes_in
+from .dispatch.fuse_broadcasts import fuse_broadcasts_in
 from .dispatch.fuse_roots import fuse_roots_in
 from .dispatch.read import Dispatch, dispatch_sites, read_dispatches
 from .errors import GroupFailed, GroupsLeftToIree, TilefuseError
@@ -202,12 +203,15 @@ def phase1_executable_sources(
 
 
 def sources_rewrite_stage(sources: Path) -> list[str]:
-    """Merge adjacent reduced / kept loops of column reductions (collapse.py),
-    the elementwise roots of a dispatch into one op (fuse_roots.py), and fold
+    """Fuse elementwise ops a reduction reads through a broadcast into it
+    (fuse_broadcasts.py), merge adjacent reduced / kept loops of column
+    reductions (collapse.py), the elementwise roots of a dispatch into one op (fuse_roots.py), and fold
     reshapes of loads and stores into their bindings (fold_reshapes.py); one
     line per dispatch each rewrote or left, and why."""
     text = sources.read_text()
-    rewritten, log = rewrite_sources(text, collapse_in, fuse_roots_in, fold_reshapes_in)
+    rewritten, log = rewrite_sources(
+        text, fuse_broadcasts_in, collapse_in, fuse_roots_in, fold_reshapes_in
+    )
     if rewritten is not text:
         sources.write_text(rewritten)
     return log
@@ -558,7 +562,7 @@ def compile_fused(
                 advance(c, "phase1", "strategies")
                 result = _own_formation_if_better(c, own)
                 if result is not None:
-                    return result
+                    return _ptx_at_top(result, workdir)
                 result = run_stages(c, "phase2")
             except Exception as e:
                 if options.strict and not isinstance(e, GroupsLeftToIree):
@@ -585,7 +589,7 @@ def compile_fused(
                 else f"FALLBACK: fusion group {name} left to IREE: {reason}"
                 for name, reason in withheld.items()
             ]
-            return result
+            return _ptx_at_top(result, workdir)
         # The fusion groups cost the compile: IREE forms the dispatches.
         mine = own.compilation()
         if mine is None:  # IREE's own phase 1 failed: say so, as IREE would
@@ -593,6 +597,22 @@ def compile_fused(
         else:
             result = run_stages(mine, "phase2")
     result.notes.insert(0, f"FALLBACK: fusion groups dropped, IREE formed the dispatches: {why}")
+    return _ptx_at_top(result, workdir)
+
+
+def _ptx_at_top(result: CompileResult, workdir: Path) -> CompileResult:
+    """`result` with its PTX copied to workdir/binaries (where --dump-dir
+    documents it and bench reads it) when a retry or IREE's own formation
+    compiled it in a folder below; PTX of an earlier attempt there goes."""
+    c = result.compilation
+    if c is None or c.workdir == workdir or not c.ptx_files:
+        return result
+    top = workdir / "binaries"
+    top.mkdir(exist_ok=True)
+    for stale in top.glob("*.ptx"):
+        stale.unlink()
+    for file in c.ptx_files:
+        shutil.copy2(file, top / file.name)
     return result
 
 

@@ -7,6 +7,7 @@
     unit_transposes.py transposes that move only extent-1 dims as reshapes
     negated_sums.py sums of negated values (JAX's gradients) as negated sums
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
+    matrix_vectors.py matrix-vector products (W @ x, decode's x @ W.T) as row reductions
     dot_layouts.py operand transposes of a dot_general moved into their producers
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
@@ -31,6 +32,7 @@ from . import (
     column_splits,
     dot_layouts,
     fold_scalars,
+    matrix_vectors,
     minmax,
     negated_sums,
     scalars,
@@ -75,6 +77,7 @@ FUNCTION_REWRITES = (
     FunctionRewrite(
         "wide_accumulators", lambda t: True, _any_target(wide_accumulators.rewrite_function)
     ),
+    FunctionRewrite("matrix_vectors", lambda t: t.is_gpu, matrix_vectors.rewrite_function),
     FunctionRewrite("dot_layouts", lambda t: t.is_gpu, _any_target(dot_layouts.rewrite_function)),
     FunctionRewrite("argminmax", lambda t: t.is_gpu, _any_target(argminmax.rewrite_function)),
     FunctionRewrite(
