@@ -205,9 +205,10 @@ def phase1_executable_sources(
 def sources_rewrite_stage(sources: Path) -> list[str]:
     """Fuse elementwise ops a reduction reads through a broadcast into it
     (fuse_broadcasts.py), merge adjacent reduced / kept loops of column
-    reductions (collapse.py), the elementwise roots of a dispatch into one op (fuse_roots.py), and fold
-    reshapes of loads and stores into their bindings (fold_reshapes.py); one
-    line per dispatch each rewrote or left, and why."""
+    reductions (collapse.py) and the elementwise roots of a dispatch into one
+    op (fuse_roots.py), and fold reshapes of loads and stores into their
+    bindings (fold_reshapes.py); one line per dispatch each rewrote or left,
+    and why."""
     text = sources.read_text()
     rewritten, log = rewrite_sources(
         text, fuse_broadcasts_in, collapse_in, fuse_roots_in, fold_reshapes_in
