@@ -35,16 +35,16 @@ PRODUCTS = """func.func @main(%x: tensor<1x64xbf16>, %w: tensor<96x64xbf16>, %v:
 def test_the_rewrite_reads_each_matrix_as_stored(tmp_path):
     """x @ W.T (W as [N, K]) becomes a row reduction over W, the transpose
     gone; (U^T) @ v with U as [K, N] becomes dot_general(v, U), a
-    vector-matrix product reading U as stored; a batched product with the
-    matrix as B is left to the matmul kernel, an integer one is no
+    vector-matrix product reading U as stored; a batched product with one
+    batch dim and the matrix as B already is left, an integer one is no
     candidate, and M @ v, M an argument stored as [N, K], stays IREE's
     matvec (on CUDA; on SPIR-V too unless it is bf16)."""
     module = ir.Module.parse(PRODUCTS, ir.Context())
     log = matrix_vectors.rewrite_function(module.body.operations[0].operation, load_target("cuda"))
     assert len(log) == 4, log
     assert "row reduction over the 96x64 matrix (read through its transpose)" in log[0]
-    assert "vector-matrix product, the 64x96 matrix as B (read through its transpose)" in log[1]
-    assert "stays a contraction: batched, the matrix as B" in log[2]
+    assert "dot_general(the vector, the 64x96 matrix as stored) (read through" in log[1]
+    assert "stays a contraction: already vector first as stored" in log[2]
     assert "stays a contraction: IREE's matvec reads the matrix as stored" in log[3]
     filecheck(
         str(module),
@@ -125,3 +125,37 @@ def test_decode_product_is_one_dispatch_on_cuda(root, tmp_path):
     assert result.reports[0].spill_bytes == 0
     ptx = list((tmp_path / "binaries").glob("*.ptx"))
     assert len(ptx) == 1 and ".target sm_90" in ptx[0].read_text()
+
+
+def _attention(q, k, v):
+    """One decode step of attention as JAX code writes it: q @ k^T."""
+    return jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) / 8.0, -1) @ v
+
+
+@pytest.mark.parametrize(
+    "shapes,dtype,dispatches,tolerance",
+    [
+        # [B, H, 1, D] against a cache of [B, H, S, D]: two batch dims, k first
+        (((2, 8, 1, 64), (2, 8, 256, 64), (2, 8, 256, 64)), np.float16, 3, 2e-3),
+        # batch 1, which JAX drops after the transpose (unit_transposes moves
+        # the reshape first): one batch dim, q first
+        (((1, 4, 1, 32), (1, 4, 100, 32), (1, 4, 100, 32)), np.float32, 4, 1e-5),
+    ],
+)
+def test_decode_attention_reads_the_cache_as_stored(shapes, dtype, dispatches, tolerance):
+    """q @ swapaxes(k) no longer copies k transposed (a dispatch that read
+    and wrote the whole cache: 5 dispatches at [2, 8, 256, 64] before, 3
+    now); every dispatch on a tilefuse kernel, against float64."""
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    result = tilefuse.compile_program(jax.jit(_attention).lower(*args).as_text(), "vulkan")
+    assert any("matrix as stored" in line for line in result.fusion.log), result.fusion.log
+    assert not any("transpose" in r.name for r in result.reports), [
+        r.line() for r in result.reports
+    ]
+    assert [r.status for r in result.reports] == ["applied"] * dispatches, [
+        r.line() for r in result.reports
+    ]
+    got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
+    want = np.asarray(_attention(*[a.astype(np.float64) for a in args]), np.float64)
+    assert np.max(np.abs(got - want)) <= tolerance * np.max(np.abs(want))

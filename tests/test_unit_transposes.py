@@ -37,6 +37,35 @@ CHECK: stablehlo.reshape %arg2 : (tensor<1x5x1x3xf32>) -> tensor<5x1x1x3xf32>
     )
 
 
+# q @ swapaxes(k) at batch 1 as JAX writes it: the batch dim dropped after
+# the transpose; and a reshape that merges dims (not moved).
+DROPPED = """func.func @main(%k: tensor<1x4x100x32xf32>, %v: tensor<2x3x5xf32>) -> (tensor<4x32x100xf32>, tensor<15x2xf32>) {
+  %0 = stablehlo.transpose %k, dims = [0, 1, 3, 2] : (tensor<1x4x100x32xf32>) -> tensor<1x4x32x100xf32>
+  %1 = stablehlo.reshape %0 : (tensor<1x4x32x100xf32>) -> tensor<4x32x100xf32>
+  %2 = stablehlo.transpose %v, dims = [1, 2, 0] : (tensor<2x3x5xf32>) -> tensor<3x5x2xf32>
+  %3 = stablehlo.reshape %2 : (tensor<3x5x2xf32>) -> tensor<15x2xf32>
+  return %1, %3 : tensor<4x32x100xf32>, tensor<15x2xf32>
+}
+"""
+
+
+def test_a_reshape_dropping_unit_dims_moves_before_its_transpose(tmp_path):
+    module = ir.Module.parse(DROPPED, ir.Context())
+    log = unit_transposes.rewrite_function(module.body.operations[0].operation)
+    assert len(log) == 1 and "moved before its transpose" in log[0], log
+    filecheck(
+        str(module),
+        """
+CHECK: %[[V:.*]] = stablehlo.reshape %arg0 : (tensor<1x4x100x32xf32>) -> tensor<4x100x32xf32>
+CHECK: %[[T:.*]] = stablehlo.transpose %[[V]], dims = [0, 2, 1] : (tensor<4x100x32xf32>) -> tensor<4x32x100xf32>
+CHECK: %[[U:.*]] = stablehlo.transpose %arg1, dims = [1, 2, 0]
+CHECK: stablehlo.reshape %[[U]] : (tensor<3x5x2xf32>) -> tensor<15x2xf32>
+CHECK: return %[[T]]
+""",
+        tmp_path,
+    )
+
+
 def test_rewritten_program_runs_on_vulkan():
     module = tilefuse.compile(TRANSPOSES, target="vulkan")
     rng = np.random.default_rng(0)

@@ -16,7 +16,9 @@ Only groups of this exact form are rewritten: every reduce over the same
 innermost dims I of one shape [L..., I...]; every other member elementwise,
 a splat constant, or a broadcast_in_dim that rebroadcasts a reduced value
 ([L...] over [L..., I...]), a row vector ([I...]) or a scalar; every value
-of one of these shapes. Anything else is left as it is, and the planner's
+of one of these shapes, but for a reshape's operand (a matrix-vector
+product's [B, H, S] viewed as [B, H, 1, S]: a row-major reshape views any
+shape as the collapsed rows too). Anything else is left as it is, and the planner's
 reason stands. The fusion stage asks this of softmax-like groups the kernel
 refused and of row-reduction groups with an epilogue (no kernel takes those
 at rank > 2; a plain row reduction is the row kernel's at any rank).
@@ -98,10 +100,11 @@ def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]
         elif node.cls == "constant":
             if not node.is_splat_constant:
                 return "a constant that is not a splat", None
-        elif node.cls != "elementwise":
+        elif node.cls != "elementwise" and node.name != "stablehlo.reshape":
             return f"{node.name} in the group", None
         shapes = [shape_of(r.type) for r in node.op.results]
-        shapes += [s for s in node.operand_shapes]
+        if node.name != "stablehlo.reshape":  # a view of any shape onto a space
+            shapes += [s for s in node.operand_shapes]
         if any(spaces.collapsed(s) is None for s in shapes):
             return f"{node.name} on a shape of neither the rows nor the reduced space", None
     return None, spaces
@@ -161,7 +164,10 @@ def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
                 continue
             shape = shape_of(v.type)
             target = spaces.collapsed(shape)
-            operands.append(v if target == shape else _reshape(v, target, op))
+            if op.name == "stablehlo.reshape" or target == shape:
+                operands.append(v)  # a reshape views it on the collapsed shape itself
+            else:
+                operands.append(_reshape(v, target, op))
         types = [
             _tensor(spaces.collapsed(shape_of(r.type)), ir.ShapedType(r.type).element_type)
             for r in op.results

@@ -6,10 +6,13 @@ x @ W.T, with W stored as [N, K] (torch's and most checkpoints' weight
 layout), as a transpose of the whole weight before the product: plain IREE
 compiles it as a transpose dispatch, which reads and writes every weight
 once more, then a vecmat (benchmarks/gpu/decode_m1_nk_bf16: 2 dispatches and
-100.7 MB against 33.6 MB). Two rewrites read the weight as stored instead:
+100.7 MB against 33.6 MB); decode attention's q @ swapaxes(k) transposes
+the whole KV cache the same way. The product is rewritten to read the
+matrix as stored (through such a transpose), in the form `_form` picks for
+the stored layout:
 
-- rows: when the stored matrix holds the contracting dims innermost (one
-  dot product per stored row), the product becomes a row reduction,
+- rows (unbatched, contracting dims innermost: one dot product per stored
+  row): a row reduction,
 
       y = reduce(convert(W) * convert(broadcast(x)), add, 0)
 
@@ -17,18 +20,22 @@ once more, then a vecmat (benchmarks/gpu/decode_m1_nk_bf16: 2 dispatches and
   the row kernels. Products and sum are in the dot's result type, f32:
   hlo/wide_accumulators.py has already given every f16 and bf16 contraction
   an f32 result (an f16 or bf16 product is exact in f32).
-- swap: when the vector has no free dims and the stored matrix holds the
-  free dims after the batch dims (W.T @ x with W as [K, N]; a batched
-  W @ x), dot_general(matrix, vector) becomes dot_general(vector, matrix),
-  the same tensor, which the matmul kernel's vector-matrix tiles take.
+- vector first (one batch dim, or the matrix stored [batch, K, N]):
+  dot_general(vector, stored matrix), which the matmul kernel's
+  vector-matrix tiles take (W.T @ x with W as [K, N]; a batched W @ x).
+- matrix first (two or more batch dims, contracting dims innermost):
+  dot_general(stored matrix, vector), a batch_matmul whose A IREE reads as
+  stored (q @ swapaxes(k), k as [B, H, S, D]).
 
-A matrix not produced by a transpose is already read as stored: W @ x stays
-IREE's linalg.matvec (KEPT_MATVEC) except on SPIR-V with bf16 operands,
-where IREE 3.13's codegen fails on it ("failed to legalize operation
-'vector.bitcast'") and the row kernels compile it. Left as they are too
-(logged): a batched product with the matrix as B (the matmul kernel takes
-it), and a vector whose dims are not in the dot's order. Integer and
-complex products are not candidates.
+A vector's unit free dims are reshaped away first and back after the
+product. A matrix
+not produced by a transpose is read as stored already: W @ x stays IREE's
+linalg.matvec (KEPT_MATVEC) except on SPIR-V with bf16 operands, where IREE
+3.13's codegen fails on it ("failed to legalize operation 'vector.bitcast'")
+and the row kernels compile it; a batched W @ x with one batch dim, which
+IREE lowers to a generic no kernel takes, goes vector first. Left as they
+are (logged): products already in their form, and a vector whose dims are
+not in the dot's order. Integer and complex products are not candidates.
 """
 
 from iree.compiler import ir
@@ -37,7 +44,7 @@ from ..frontend import location_text
 from ..irutil import defining_op, walk
 from ..targets import Target
 from .argminmax import splice, tensor_text
-from .ops import dot_free_extents, dot_numbers, shape_of
+from .ops import dot_free_extents, dot_numbers, shape_of, sole_convert
 
 SIDES = ("lhs", "rhs")
 # Measured on lavapipe (4096x4096 f32 with bias and tanh: 45.5 ms on the row
@@ -89,14 +96,6 @@ def _through_transpose(value: ir.Value, roles: list[tuple[str, int]]):
     return producer.operands[0], stored
 
 
-def _swappable(roles: list[tuple[str, int]]) -> bool:
-    """A matrix with these roles is a vector-matrix product's B as it is
-    stored: batch dims first in the dot's order, free dims in theirs."""
-    nb = sum(1 for kind, _ in roles if kind == "batch")
-    free = [j for kind, j in roles if kind == "free"]
-    return roles[:nb] == [("batch", j) for j in range(nb)] and free == sorted(free)
-
-
 def candidate(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
     """(None, the rewrite's facts) if `op` is rewritten; else (why not, {}),
     '' when it is no matrix-vector product at all (nothing to log)."""
@@ -123,36 +122,52 @@ def candidate(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
     v_roles = roles[v_side]
     if not _in_row_order([r for r in v_roles if r[0] != "free"]):
         return "the vector's dims are not in the dot's order", {}
-    batched = bool(numbers["lhs_batching_dimensions"])
+    batches = len(numbers["lhs_batching_dimensions"])
     # Reading the matrix through a transpose that produces it saves the
     # transpose's dispatch; each layout is tried that way first.
     peeled = _through_transpose(op.operands[m_side], roles[m_side])
     layouts = ([peeled] if peeled else []) + [(op.operands[m_side], roles[m_side])]
     for matrix, m_roles in layouts:
         through = matrix != op.operands[m_side]
-        if not batched and _in_row_order(m_roles):
+        form = _form(m_roles, batches)
+        if form == "rows":
             if not through and not (target.backend == "spirv" and "bf16" in operand_types):
                 return KEPT_MATVEC, {}
             return None, _rows(op, numbers, free, out, m_side, matrix, m_roles) | {
                 "transposed": through
             }
-        if (through or m_side == 0) and not free[v_side] and _swappable(m_roles):
-            return None, {
-                "form": "swap",
-                "matrix": matrix,
-                "matrix_roles": m_roles,
-                "vector": op.operands[v_side],
-                "vector_roles": v_roles,
-                "transposed": through,
-            }
-    if batched and m_side == 1:
-        return "batched, the matrix as B (the matmul kernel's vector-matrix tiles take it)", {}
-    if not batched and m_side == 1 and not peeled:
-        return (
-            "the matrix stores a contracting dim before a free one (the matmul kernel's vector-matrix tiles take it)",
-            {},
-        )
-    return "no layout of the matrix the row or vector-matrix kernels read as stored", {}
+        first = m_side if form == "matrix first" else v_side
+        if form is None or (first == 0 and not through):
+            continue  # no such form, or the product has it already
+        return None, {
+            "form": form,
+            "matrix": matrix,
+            "matrix_roles": m_roles,
+            "vector": op.operands[v_side],
+            "vector_roles": v_roles,
+            "transposed": through,
+        }
+    if not peeled:
+        return f"already {_form(roles[m_side], batches) or 'in no form'} as stored", {}
+    return "no layout of the matrix that a kernel reads as stored", {}
+
+
+# How IREE 3.13 lowers a matrix-vector dot_general, by the matrix's layout
+# (found by compiling each; tests/test_matrix_vectors.py):
+# - [batch, free, contract] unbatched: linalg.matvec (rows form here);
+#   with one batch dim, a generic over B, N, K that the matmul kernel takes
+#   with the vector as A; with two or more, a batch_matmul over the
+#   collapsed batch that transposes a B stored [N, K] (a dispatch copying
+#   the whole matrix, attention's KV cache at decode), but reads an A stored
+#   [M, K] as it is: the matrix goes first.
+# - [batch, contract, free]: the vector-matrix layout at any batch count.
+def _form(roles: list[tuple[str, int]], batches: int) -> str | None:
+    """'rows', 'vector first' or 'matrix first': the product for a matrix
+    stored with these dims; None for another layout."""
+    if _in_row_order(roles):
+        return "rows" if not batches else "vector first" if batches == 1 else "matrix first"
+    column = sorted(roles, key=lambda r: ({"batch": 0, "contract": 1, "free": 2}[r[0]], r[1]))
+    return "vector first" if roles == column else None
 
 
 def _rows(op, numbers, free, out, m_side, matrix, m_roles) -> dict:
@@ -178,33 +193,80 @@ def _rows(op, numbers, free, out, m_side, matrix, m_roles) -> dict:
     }
 
 
-def _swap(op: ir.Operation, facts: dict) -> None:
-    """Replace `op` by dot_general(vector, matrix): the same result (the
-    vector has no free dims), now a vector-matrix product."""
+def _reorder(op: ir.Operation, facts: dict) -> None:
+    """Replace `op` by dot_general(vector, matrix) or (matrix, vector), as
+    facts["form"] says, reading the stored matrix and the vector without
+    its unit free dims; a reshape after it restores them."""
+    ip = ir.InsertionPoint(op)
+    vector, v_roles = facts["vector"], facts["vector_roles"]
+    if any(kind == "free" for kind, _ in v_roles):
+        # The unit free dims go first: the product is then in matmul layout
+        # (planner.plain_contraction), which an operand with a unit dim
+        # between its batch and contracting dims is not.
+        kept = [d for d, (kind, _) in enumerate(v_roles) if kind != "free"]
+        shape = shape_of(vector.type)
+        element = ir.ShapedType(vector.type).element_type
+        with op.location:
+            viewed = ir.RankedTensorType.get([shape[d] for d in kept], element)
+        vector = ir.Operation.create(
+            "stablehlo.reshape", results=[viewed], operands=[vector], loc=op.location, ip=ip
+        ).results[0]
+        v_roles = [v_roles[d] for d in kept]
+    pair = [(vector, v_roles), (facts["matrix"], facts["matrix_roles"])]
+    if facts["form"] == "matrix first":
+        pair.reverse()
 
     def dims(roles, kind):
         found = sorted((j, d) for d, (k, j) in enumerate(roles) if k == kind)
         return ", ".join(str(d) for _, d in found)
 
-    v, m = facts["vector_roles"], facts["matrix_roles"]
+    (a, a_roles), (b, b_roles) = pair
     numbers = (
-        f"lhs_batching_dimensions = [{dims(v, 'batch')}], "
-        f"rhs_batching_dimensions = [{dims(m, 'batch')}], "
-        f"lhs_contracting_dimensions = [{dims(v, 'contract')}], "
-        f"rhs_contracting_dimensions = [{dims(m, 'contract')}]"
+        f"lhs_batching_dimensions = [{dims(a_roles, 'batch')}], "
+        f"rhs_batching_dimensions = [{dims(b_roles, 'batch')}], "
+        f"lhs_contracting_dimensions = [{dims(a_roles, 'contract')}], "
+        f"rhs_contracting_dimensions = [{dims(b_roles, 'contract')}]"
     )
+    shape_a, shape_b = shape_of(a.type), shape_of(b.type)
+    batch = [shape_a[d] for d, (k, _) in enumerate(a_roles) if k == "batch"]
+    free_a = [shape_a[d] for d, (k, _) in enumerate(a_roles) if k == "free"]
+    free_b = [shape_b[d] for d, (k, _) in enumerate(b_roles) if k == "free"]
+    result = op.results[0].type
+    element = ir.ShapedType(result).element_type
     attributes = {name: op.attributes[name] for name in op.attributes}
     with op.location:
         attributes["dot_dimension_numbers"] = ir.Attribute.parse(f"#stablehlo.dot<{numbers}>")
-    swapped = ir.Operation.create(
+        reordered_type = ir.RankedTensorType.get(batch + free_a + free_b, element)
+    new = ir.Operation.create(
         "stablehlo.dot_general",
-        results=[op.results[0].type],
-        operands=[facts["vector"], facts["matrix"]],
+        results=[reordered_type],
+        operands=[a, b],
         attributes=attributes,
         loc=op.location,
-        ip=ir.InsertionPoint(op),
-    )
-    op.results[0].replace_all_uses_with(swapped.results[0])
+        ip=ip,
+    ).results[0]
+    replaced = op.results[0]
+    if reordered_type != result:  # the vector's unit free dims come back
+        # After the f32 product's convert back to bf16 or f16, if it has one:
+        # the convert stays the contraction's epilogue, and the reshape is at
+        # the edge of whatever reads it (a softmax's group views it as rows).
+        convert = sole_convert(op)
+        if convert is not None:
+            narrow = ir.ShapedType(convert.results[0].type).element_type
+            with op.location:
+                narrow_type = ir.RankedTensorType.get(shape_of(reordered_type), narrow)
+            new = ir.Operation.create(
+                "stablehlo.convert", results=[narrow_type], operands=[new], loc=op.location, ip=ip
+            ).results[0]
+            replaced, result = convert.results[0], convert.results[0].type
+        new = ir.Operation.create(
+            "stablehlo.reshape", results=[result], operands=[new], loc=op.location, ip=ip
+        ).results[0]
+        if convert is not None:
+            convert.results[0].replace_all_uses_with(new)
+            convert.erase()
+            replaced = op.results[0]
+    replaced.replace_all_uses_with(new)
     producers = [defining_op(v) for v in op.operands]
     op.erase()
     for p in producers:  # a transpose read through
@@ -285,7 +347,10 @@ def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
             splice(op, _template(op, facts), [facts["matrix"], facts["vector"]], result=0)
             done = f"a row reduction over the {shape} matrix{through}"
         else:
-            _swap(op, facts)
-            done = f"a vector-matrix product, the {shape} matrix as B{through}"
+            _reorder(op, facts)
+            operands = ("the vector", f"the {shape} matrix as stored")
+            if facts["form"] == "matrix first":
+                operands = operands[::-1]
+            done = f"dot_general({', '.join(operands)}){through}"
         log.append(f"matrix-vector product at {where} rewritten as {done}")
     return log

@@ -237,3 +237,14 @@ def replace_by_reshape(op: ir.Operation) -> None:
     )
     op.results[0].replace_all_uses_with(reshape.results[0])
     op.erase()
+
+
+def sole_convert(op: ir.Operation) -> ir.Operation | None:
+    """The stablehlo.convert that is the only user of `op`'s result, if any
+    (hlo/wide_accumulators.py puts one after every bf16 product)."""
+    uses = list(op.results[0].uses)
+    if len(uses) != 1:
+        return None
+    user = uses[0].owner
+    user = user.operation if hasattr(user, "operation") else user
+    return user if user.name == "stablehlo.convert" else None

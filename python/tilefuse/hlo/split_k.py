@@ -39,7 +39,7 @@ from ..frontend import location_text
 from ..strategies import matmul
 from ..targets import Target
 from .argminmax import splice, tensor_text
-from .ops import SPLIT_STEP, dot_numbers, shape_of
+from .ops import SPLIT_STEP, dot_numbers, shape_of, sole_convert
 
 MAX_SPLIT = 16
 # When the partials are f32 sums of bf16 products converted back at the
@@ -169,17 +169,6 @@ def _template(op: ir.Operation, split: dict, narrow: str | None) -> str:
     )
 
 
-def _sole_convert(op: ir.Operation) -> ir.Operation | None:
-    """The stablehlo.convert that is the only user of `op`'s result, if any
-    (hlo/wide_accumulators.py puts one after every bf16 product)."""
-    uses = list(op.results[0].uses)
-    if len(uses) != 1:
-        return None
-    user = uses[0].owner
-    user = user.operation if hasattr(user, "operation") else user
-    return user if user.name == "stablehlo.convert" else None
-
-
 def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
     """Split K of every matmul of `func` the target wants split, in place;
     one log line per candidate (split, or why not)."""
@@ -194,7 +183,7 @@ def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
             continue
         # An f32-accumulated product's convert back to bf16 goes into the
         # split, on the sum: the sum's dispatch does it.
-        convert = _sole_convert(op)
+        convert = sole_convert(op)
         narrow = str(ir.ShapedType(convert.results[0].type).element_type) if convert else None
         template = _template(op, split, narrow)
         moved = splice(convert or op, template, list(op.operands), result=0)
