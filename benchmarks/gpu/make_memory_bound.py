@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 HERE = Path(__file__).parent
 R, C = 8192, 8192  # 64 Mi elements: 256 MiB in f32
+H, S, DH = 32, 16384, 128  # decode attention: a 128 MiB bf16 cache each for k and v
 
 
 def softmax(x):
@@ -45,10 +46,19 @@ def transpose(x):
     return x.T
 
 
+def decode_attention(q, k, v):
+    """One decode step of attention: q [1, H, 1, D] against a KV cache of
+    [1, H, S, D], as model code writes it (q @ k^T: JAX transposes k)."""
+    s = (q @ jnp.swapaxes(k, -1, -2)) / jnp.asarray(q.shape[-1] ** 0.5, q.dtype)
+    return jax.nn.softmax(s.astype(jnp.float32), axis=-1).astype(q.dtype) @ v
+
+
 f32 = jax.ShapeDtypeStruct((R, C), jnp.float32)
 bf16 = jax.ShapeDtypeStruct((R, C), jnp.bfloat16)
 row_f32 = jax.ShapeDtypeStruct((C,), jnp.float32)
 row_bf16 = jax.ShapeDtypeStruct((C,), jnp.bfloat16)
+query = jax.ShapeDtypeStruct((1, H, 1, DH), jnp.bfloat16)
+cache = jax.ShapeDtypeStruct((1, H, S, DH), jnp.bfloat16)
 
 PROGRAMS = {
     "softmax_8192_f32": (softmax, [f32]),
@@ -57,6 +67,7 @@ PROGRAMS = {
     "gelu_8192_bf16": (gelu_bf16, [bf16]),
     "row_sum_8192_f32": (row_sum, [f32]),
     "transpose_8192_f32": (transpose, [f32]),
+    "decode_attention_bf16": (decode_attention, [query, cache, cache]),
 }
 
 if __name__ == "__main__":

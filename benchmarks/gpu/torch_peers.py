@@ -74,6 +74,11 @@ def gelu_bf16(x):
     return 0.5 * x * (1.0 + torch.tanh(c * (x + k * (x * x * x))))
 
 
+def decode_attention(q, k, v):
+    s = (q @ k.transpose(-1, -2)) / torch.tensor(q.shape[-1] ** 0.5, dtype=q.dtype)
+    return torch.softmax(s.float(), dim=-1).to(q.dtype) @ v
+
+
 PROGRAMS = {
     **{name: _matmul(spec[3]) for name, spec in MATMULS.items()},
     "softmax_8192_f32": softmax,
@@ -82,4 +87,5 @@ PROGRAMS = {
     "gelu_8192_bf16": gelu_bf16,
     "row_sum_8192_f32": lambda x: torch.sum(x, dim=-1),
     "transpose_8192_f32": lambda x: x.t().contiguous(),
+    "decode_attention_bf16": decode_attention,
 }
