@@ -81,7 +81,7 @@ def test_matmul_peers_compute_their_programs(name):
 
 
 # Small shapes for programs whose arguments are not rows and row vectors.
-SMALL = {"decode_attention_bf16": [(1, 2, 1, 16), (1, 2, 64, 16), (1, 2, 64, 16)]}
+SMALL = {"decode_attention_bf16": [(2, 2, 1, 16), (2, 2, 64, 16), (2, 2, 64, 16)]}
 
 
 @pytest.mark.parametrize(

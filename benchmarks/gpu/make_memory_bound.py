@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 HERE = Path(__file__).parent
 R, C = 8192, 8192  # 64 Mi elements: 256 MiB in f32
-H, S, DH = 32, 16384, 128  # decode attention: a 128 MiB bf16 cache each for k and v
+B, H, S, DH = 4, 32, 4096, 128  # decode attention: a 128 MiB bf16 cache each for k and v
 
 
 def softmax(x):
@@ -47,8 +47,9 @@ def transpose(x):
 
 
 def decode_attention(q, k, v):
-    """One decode step of attention: q [1, H, 1, D] against a KV cache of
-    [1, H, S, D], as model code writes it (q @ k^T: JAX transposes k)."""
+    """One decode step of attention for a batch of sequences: q [B, H, 1, D]
+    against a KV cache of [B, H, S, D], as model code writes it (q @ k^T:
+    JAX transposes k, and plain IREE copies the cache transposed)."""
     s = (q @ jnp.swapaxes(k, -1, -2)) / jnp.asarray(q.shape[-1] ** 0.5, q.dtype)
     return jax.nn.softmax(s.astype(jnp.float32), axis=-1).astype(q.dtype) @ v
 
@@ -57,8 +58,8 @@ f32 = jax.ShapeDtypeStruct((R, C), jnp.float32)
 bf16 = jax.ShapeDtypeStruct((R, C), jnp.bfloat16)
 row_f32 = jax.ShapeDtypeStruct((C,), jnp.float32)
 row_bf16 = jax.ShapeDtypeStruct((C,), jnp.bfloat16)
-query = jax.ShapeDtypeStruct((1, H, 1, DH), jnp.bfloat16)
-cache = jax.ShapeDtypeStruct((1, H, S, DH), jnp.bfloat16)
+query = jax.ShapeDtypeStruct((B, H, 1, DH), jnp.bfloat16)
+cache = jax.ShapeDtypeStruct((B, H, S, DH), jnp.bfloat16)
 
 PROGRAMS = {
     "softmax_8192_f32": (softmax, [f32]),
