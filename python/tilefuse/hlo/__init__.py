@@ -9,6 +9,7 @@
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
     matrix_vectors.py matrix-vector products (W @ x, decode's x @ W.T) as row reductions
     dot_layouts.py operand transposes of a dot_general moved into their producers
+    batch_dims.py several batch dims collapsed into one where IREE would copy an operand transposed
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
     scalars.py    reductions to a scalar as reductions of rows
@@ -28,6 +29,7 @@ from iree.compiler import ir
 from ..targets import Target
 from . import (
     argminmax,
+    batch_dims,
     broadcasts,
     column_splits,
     dot_layouts,
@@ -79,6 +81,7 @@ FUNCTION_REWRITES = (
     ),
     FunctionRewrite("matrix_vectors", lambda t: t.is_gpu, matrix_vectors.rewrite_function),
     FunctionRewrite("dot_layouts", lambda t: t.is_gpu, _any_target(dot_layouts.rewrite_function)),
+    FunctionRewrite("batch_dims", lambda t: t.is_gpu, _any_target(batch_dims.rewrite_function)),
     FunctionRewrite("argminmax", lambda t: t.is_gpu, _any_target(argminmax.rewrite_function)),
     FunctionRewrite(
         "minmax",
