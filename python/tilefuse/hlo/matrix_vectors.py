@@ -28,12 +28,12 @@ the stored layout:
   stored (q @ swapaxes(k), k as [B, H, S, D]).
 
 A vector's unit free dims are reshaped away first and back after the
-product. A matrix
-not produced by a transpose is read as stored already: W @ x stays IREE's
-linalg.matvec (KEPT_MATVEC) except on SPIR-V with bf16 operands, where IREE
-3.13's codegen fails on it ("failed to legalize operation 'vector.bitcast'")
-and the row kernels compile it; a batched W @ x with one batch dim, which
-IREE lowers to a generic no kernel takes, goes vector first. Left as they
+product. A matrix not produced by a transpose is read as stored already:
+W @ x stays IREE's linalg.matvec (KEPT_MATVEC) except on SPIR-V with bf16
+operands, where IREE 3.13's codegen fails on it ("failed to legalize
+operation 'vector.bitcast'") and the row kernels compile it; a batched
+W @ x with one batch dim, which IREE lowers to a generic no kernel takes,
+goes vector first. Left as they
 are (logged): products already in their form, and a vector whose dims are
 not in the dot's order. Integer and complex products are not candidates.
 """
