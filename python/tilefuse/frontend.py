@@ -32,8 +32,10 @@ class Program:
 def location_text(loc: ir.Location, name: str | None = None) -> str:
     """`name:line:col` of a file location (`name` defaults to its file), or
     `name` (else the location as printed) if it has no file position."""
-    # Python bindings print a file location as loc("file":line:col).
-    m = re.match(r'loc\("([^"]*)":(\d+):(\d+)', str(loc))
+    # Python bindings print a file location as loc("file":line:col), and an
+    # op inlined from a call (a while body's) as loc(callsite("file":line:col
+    # at ...)): its own position comes first.
+    m = re.match(r'loc\((?:callsite\()?"([^"]*)":(\d+):(\d+)', str(loc))
     if not m:
         return name or str(loc)
     return f"{name or m.group(1)}:{m.group(2)}:{m.group(3)}"
