@@ -4,10 +4,12 @@
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
-    unit_transposes.py transposes that move only extent-1 dims as reshapes
+    unit_transposes.py transposes that move only extent-1 dims as reshapes; a reshape
+                  dropping extent-1 dims moved before its transpose
     negated_sums.py sums of negated values (JAX's gradients) as negated sums
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
-    matrix_vectors.py matrix-vector products (W @ x, decode's x @ W.T) as row reductions
+    matrix_vectors.py matrix-vector products read the matrix as stored (decode's
+                  x @ W.T as a row reduction, q @ k^T without copying k)
     dot_layouts.py operand transposes of a dot_general moved into their producers
     batch_dims.py several batch dims collapsed into one where IREE would copy an operand transposed
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
