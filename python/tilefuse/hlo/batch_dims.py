@@ -15,8 +15,7 @@ given one batch dim here,
 
 the reshapes being views of row-major tensors (IREE folds them into the
 bindings). Where the product has its f32-to-bf16 or f16 convert
-(hlo/wide_accumulators.py), the reshape back goes after it, so that the
-convert stays the contraction's epilogue.
+(hlo/wide_accumulators.py), the reshape back goes after it (ops.view_back).
 
 Only batch dims that lead both operands, in the same order, and a product
 whose operands are not both in matmul layout already (IREE collapses those
@@ -33,7 +32,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .dot_layouts import plain_order
-from .ops import dot_free_extents, dot_numbers, shape_of, sole_convert
+from .ops import dot_free_extents, dot_numbers, shape_of, view_back
 from .split_k import MAX_M
 
 
@@ -92,21 +91,7 @@ def _collapse(op: ir.Operation) -> None:
             attributes=attributes,
             ip=ip,
         ).results[0]
-        replaced, result = op.results[0], op.results[0].type
-        convert = sole_convert(op)
-        if convert is not None:  # the convert stays the contraction's epilogue
-            narrow = ir.ShapedType(convert.results[0].type).element_type
-            value = ir.Operation.create(
-                "stablehlo.convert",
-                results=[ir.RankedTensorType.get(collapsed, narrow)],
-                operands=[value],
-                ip=ip,
-            ).results[0]
-            replaced, result = convert.results[0], convert.results[0].type
-        back = ir.Operation.create("stablehlo.reshape", results=[result], operands=[value], ip=ip)
-    replaced.replace_all_uses_with(back.results[0])
-    if convert is not None:
-        convert.erase()
+    view_back(op, value, ip)
     op.erase()
 
 

@@ -44,7 +44,7 @@ from ..frontend import location_text
 from ..irutil import defining_op, walk
 from ..targets import Target
 from .argminmax import splice, tensor_text
-from .ops import dot_free_extents, dot_numbers, shape_of, sole_convert
+from .ops import dot_free_extents, dot_numbers, shape_of, view_back
 
 SIDES = ("lhs", "rhs")
 # Measured on lavapipe (4096x4096 f32 with bias and tanh: 45.5 ms on the row
@@ -245,28 +245,7 @@ def _reorder(op: ir.Operation, facts: dict) -> None:
         loc=op.location,
         ip=ip,
     ).results[0]
-    replaced = op.results[0]
-    if reordered_type != result:  # the vector's unit free dims come back
-        # After the f32 product's convert back to bf16 or f16, if it has one:
-        # the convert stays the contraction's epilogue, and the reshape is at
-        # the edge of whatever reads it (a softmax's group views it as rows).
-        convert = sole_convert(op)
-        if convert is not None:
-            narrow = ir.ShapedType(convert.results[0].type).element_type
-            with op.location:
-                narrow_type = ir.RankedTensorType.get(shape_of(reordered_type), narrow)
-            new = ir.Operation.create(
-                "stablehlo.convert", results=[narrow_type], operands=[new], loc=op.location, ip=ip
-            ).results[0]
-            replaced, result = convert.results[0], convert.results[0].type
-        new = ir.Operation.create(
-            "stablehlo.reshape", results=[result], operands=[new], loc=op.location, ip=ip
-        ).results[0]
-        if convert is not None:
-            convert.results[0].replace_all_uses_with(new)
-            convert.erase()
-            replaced = op.results[0]
-    replaced.replace_all_uses_with(new)
+    view_back(op, new, ip)  # the vector's unit free dims come back
     producers = [defining_op(v) for v in op.operands]
     op.erase()
     for p in producers:  # a transpose read through

@@ -248,3 +248,30 @@ def sole_convert(op: ir.Operation) -> ir.Operation | None:
     user = uses[0].owner
     user = user.operation if hasattr(user, "operation") else user
     return user if user.name == "stablehlo.convert" else None
+
+
+def view_back(op: ir.Operation, value: ir.Value, ip: ir.InsertionPoint) -> None:
+    """Replace the uses of `op`'s one result by `value`, its elements in
+    another shape, reshaped back. Where `op` has a sole convert (the f32
+    contraction's back to bf16 or f16, hlo/wide_accumulators.py), that
+    convert is applied to `value` instead and the reshape follows it: the
+    convert stays the contraction's epilogue, and the reshape sits at the
+    edge of whatever reads it (a softmax group views it as rows)."""
+    result = op.results[0]
+    convert = sole_convert(op)
+    if convert is not None:
+        with op.location:
+            narrow = ir.RankedTensorType.get(
+                shape_of(value.type), ir.ShapedType(convert.results[0].type).element_type
+            )
+        value = ir.Operation.create(
+            "stablehlo.convert", results=[narrow], operands=[value], loc=op.location, ip=ip
+        ).results[0]
+        result = convert.results[0]
+    if value.type != result.type:
+        value = ir.Operation.create(
+            "stablehlo.reshape", results=[result.type], operands=[value], loc=op.location, ip=ip
+        ).results[0]
+    result.replace_all_uses_with(value)
+    if convert is not None:
+        convert.erase()
