@@ -40,7 +40,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op
-from .ops import shape_of
+from .ops import erase_with_dead_producers, shape_of
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 FLOAT_TYPES = {"f32": 32, "f16": 16, "bf16": 16}
@@ -309,15 +309,7 @@ def splice(
     for moved in inner[:-1]:
         moved.move_before(op)
     op.results[result].replace_all_uses_with(inner[-1].operands[0])
-    producers = []
-    for v in op.operands:
-        owner = defining_op(v)
-        if owner is not None and not any(owner == q for q in producers):
-            producers.append(owner)
-    op.erase()
-    for p in producers:
-        if not any(True for r in p.results for _ in r.uses):
-            p.erase()
+    erase_with_dead_producers(op)
     return inner[:-1]
 
 

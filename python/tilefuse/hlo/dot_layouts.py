@@ -34,7 +34,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op
-from .ops import dot_free_extents, dot_numbers, op_class, shape_of
+from .ops import dot_free_extents, dot_numbers, erase_with_dead_producers, op_class, shape_of
 
 # Index ops a layout change may look through on the way to the producer.
 VIEWS = {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"}
@@ -171,8 +171,4 @@ def _make_plain(
         ip=ip,
     )
     op.results[0].replace_all_uses_with(plain.results[0])
-    old = [defining_op(v) for v in op.operands]
-    op.erase()
-    for producer in old:  # a transpose composed into the new one
-        if producer is not None and not any(True for r in producer.results for _ in r.uses):
-            producer.erase()
+    erase_with_dead_producers(op)  # and a transpose composed into the new one

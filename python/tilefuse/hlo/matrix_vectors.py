@@ -44,7 +44,7 @@ from ..frontend import location_text
 from ..irutil import defining_op, walk
 from ..targets import Target
 from .argminmax import splice, tensor_text
-from .ops import dot_free_extents, dot_numbers, shape_of, view_back
+from .ops import dot_free_extents, dot_numbers, erase_with_dead_producers, shape_of, view_back
 
 SIDES = ("lhs", "rhs")
 # Measured on lavapipe (4096x4096 f32 with bias and tanh: 45.5 ms on the row
@@ -246,11 +246,7 @@ def _reorder(op: ir.Operation, facts: dict) -> None:
         ip=ip,
     ).results[0]
     view_back(op, new, ip)  # the vector's unit free dims come back
-    producers = [defining_op(v) for v in op.operands]
-    op.erase()
-    for p in producers:  # a transpose read through
-        if p is not None and not any(True for r in p.results for _ in r.uses):
-            p.erase()
+    erase_with_dead_producers(op)  # and a transpose read through
 
 
 def _template(op: ir.Operation, facts: dict) -> str:

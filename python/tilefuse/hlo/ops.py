@@ -4,6 +4,8 @@ element types and sizes of tensor types."""
 
 from iree.compiler import ir
 
+from ..irutil import defining_op
+
 ELEMENTWISE = {
     "stablehlo." + n
     for n in [
@@ -275,3 +277,17 @@ def view_back(op: ir.Operation, value: ir.Value, ip: ir.InsertionPoint) -> None:
     result.replace_all_uses_with(value)
     if convert is not None:
         convert.erase()
+
+
+def erase_with_dead_producers(op: ir.Operation) -> None:
+    """Erase `op`, then each distinct op producing its operands that is left
+    without users (a transpose a rewrite read through, an init)."""
+    producers = []
+    for value in op.operands:
+        owner = defining_op(value)
+        if owner is not None and not any(owner == p for p in producers):
+            producers.append(owner)
+    op.erase()
+    for p in producers:
+        if not any(True for r in p.results for _ in r.uses):
+            p.erase()
