@@ -3,6 +3,8 @@ IREE's codegen takes over, the report says so (FALLBACK, with the error), and
 `strict=True` (`--strict`) makes the same failure an error. Each failure is
 made on purpose here; every fallback module is run against numpy."""
 
+import re
+
 import numpy as np
 import pytest
 import tilefuse
@@ -197,6 +199,41 @@ def test_failing_phase3_compiles_phase2_in_one_run(monkeypatch):
     np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
     with pytest.raises(tilefuse.TilefuseError, match="phase 3"):
         tilefuse.compile_program("samples/softmax_f32.mlir", "vulkan", strict=True)
+
+
+# A ragged transposed write (the loop kernel) beside a row sum (row_warp).
+RAGGED_TRANSPOSE_AND_SUMS = """func.func @main(%a: tensor<2x77x128xf32>, %b: tensor<64x1000xf32>)
+    -> (tensor<2x128x77xf32>, tensor<64xf32>) {
+  %0 = stablehlo.transpose %a, dims = [0, 2, 1] : (tensor<2x77x128xf32>) -> tensor<2x128x77xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %1 = stablehlo.reduce(%b init: %z) applies stablehlo.add across dimensions = [1]
+    : (tensor<64x1000xf32>, tensor<f32>) -> tensor<64xf32>
+  return %0, %1 : tensor<2x128x77xf32>, tensor<64xf32>
+}
+"""
+
+
+def test_an_error_that_names_no_dispatch_withdraws_only_the_failing_strategy(monkeypatch):
+    """Without step "split_writes" the loop kernel's masked 2-D write fails
+    in IREE's SPIR-V lowering, located at the user's transpose: no dispatch
+    is named. Compiling halves of the strategies finds the loop kernel; the
+    row sum keeps its kernel (before, every strategy was withdrawn)."""
+    build = driver.build_library
+    unsplit = lambda choices: re.sub(
+        r"@tilefuse_loop_split_writes__\S+ failures", "@tilefuse_skip failures", build(choices)
+    )
+    monkeypatch.setattr(driver, "build_library", unsplit)
+    result = tilefuse.compile_program(RAGGED_TRANSPOSE_AND_SUMS, "vulkan")
+    status = {r.strategy: r.status for r in result.reports}
+    assert status == {"loop": "failed", "row_warp": "applied"}, [r.line() for r in result.reports]
+    (failed,) = [r for r in result.reports if r.status == "failed"]
+    assert "should be broken down" in failed.reason, failed.reason
+    assert driver.BISECTED in failed.reason
+    rng = np.random.default_rng(0)
+    a, b = rng.random((2, 77, 128), np.float32), rng.random((64, 1000), np.float32)
+    transposed, sums = _module(result).main(a, b)
+    assert np.array_equal(transposed, a.transpose(0, 2, 1))
+    np.testing.assert_allclose(sums, b.astype(np.float64).sum(1), rtol=1e-5)
 
 
 def test_time_budget_is_an_error_naming_the_phase_when_strict():

@@ -119,6 +119,29 @@ def test_roots_of_rank_3_and_up(shape, perm):
     assert np.array_equal(module.main(x, y), x.transpose(perm) + y)
 
 
+# A transposed write whose tile is ragged: [B, S, H*D] -> [B, H*D, S] at
+# a sequence length no tile divides (CLIP's 77, a prime). Its masked
+# column writes failed on SPIR-V in every dtype until step "split_writes"
+# (f16 then needed vector 4: loop.SPLIT_WRITE_VECTOR). f16 at 77 gets tiles
+# that divide it; every other case here is ragged.
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("shape", [(2, 77, 128), (3, 79, 40)])
+def test_ragged_transposed_writes(shape, dtype):
+    out = (shape[0], shape[2], shape[1])
+    t = lambda s: "tensor<" + "x".join(map(str, s)) + f"x{dtype}>"
+    text = (
+        f"func.func @main(%x: {t(shape)}) -> {t(out)} {{\n"
+        f"  %0 = stablehlo.transpose %x, dims = [0, 2, 1] : ({t(shape)}) -> {t(out)}\n"
+        f"  return %0 : {t(out)}\n}}"
+    )
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert report.strategy == "loop" and report.status == "applied", report.line()
+    assert "transposed write" in report.reason, report.line()
+    x, _ = random_inputs(shape, shape, dtype)
+    assert np.array_equal(module.main(x), x.transpose(0, 2, 1))
+
+
 def test_multi_output_loop_group():
     """y = a + b and y * y both returned: one loop group, one dispatch whose
     root has two results (one store each). The strategy keeps that root

@@ -59,6 +59,21 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 
+  // Step "split_writes", for a ragged tile written transposed: each thread
+  // writes its vector as a column (vector<4x1xT> across 4 output rows),
+  // masked where the tile passes the edge. Neither back end lowers a masked
+  // transfer of rank 2 ("'vector.transfer_write' op with rank > 1 should be
+  // broken down by prior passes": a [2, 77, 128] -> [2, 128, 77] transpose
+  // on SPIR-V); this unrolls it into one masked 1-D write per output row.
+  // Only there: it would also turn 1-D transposed transfers into scalar
+  // loops (docs/findings.md, 'vector.transfer_to_scf').
+  transform.named_sequence @tilefuse_loop_split_writes(%func: !transform.any_op {transform.readonly}) {
+    transform.apply_patterns to %func {
+      transform.apply_patterns.vector.transfer_to_scf max_transfer_rank = 1 full_unroll = true
+    } : !transform.any_op
+    transform.yield
+  }
+
   // Step "producers": the ops defining the root's inputs (direct producers
   // and the dispatch loads), which steps 2 and 3 fuse into each tile.
   transform.named_sequence @tilefuse_loop_producers(%root: !transform.any_op {transform.readonly})
@@ -199,6 +214,8 @@ module attributes {transform.with_named_sequence} {
     transform.apply_patterns to %bufferized {
       transform.apply_patterns.vector.lower_masks
     } : !transform.any_op
+    transform.include @tilefuse_skip failures(propagate) (%bufferized)
+        {tilefuse.step = "split_writes"} : (!transform.any_op) -> ()
     // A gather (step 4) becomes one 1-D vector.gather per row of the
     // thread's vector (lower_gather); each back end lowers that to a scalar
     // load per element (SPIR-V: IREE's conditional loads; NVVM:

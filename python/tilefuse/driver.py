@@ -416,6 +416,9 @@ def phase2_with_fallbacks(
                 raise
             culprits = failing_dispatches(e, active, library)
             why = e.reason.replace(f"{workdir}/", "")
+            if not culprits and not e.timed_out and len(active) > 1:
+                culprits = _bisect(kept, active, workdir, run)
+                why = f"{why} (the error names no dispatch: {BISECTED})"
             if not culprits:
                 # Nothing names a dispatch (a timeout, a crash): withdraw every
                 # strategy rather than guess.
@@ -431,6 +434,35 @@ def phase2_with_fallbacks(
         failures.update(problems)
         _check_strict(options, [c for c in active if c.dispatch.name in problems], failures)
         _builtin_instead(choices, failures)
+
+
+# An error located in the user's program (an op's loc, as IREE's lowering
+# after the strategies reports it: "'vector.transfer_write' op with rank > 1
+# should be broken down") names no dispatch; withdrawing every strategy for
+# it lost every kernel of the program (a bf16 attention decode step: one
+# kernel failed, four went to IREE's codegen).
+BISECTED = "found by compiling halves of the strategies"
+
+
+def _bisect(
+    kept: list[Choice], suspects: list[Choice], workdir: Path, run: Phase2Run
+) -> list[Choice]:
+    """The strategy whose compile fails, found by halving: each step
+    compiles the first half of the suspects alone (every other strategy
+    withdrawn) and keeps the half that fails (the second when the first
+    compiles). One compile per step; a failure that needs two kernels
+    together still ends at one of them, whose withdrawal the next
+    phase 2 run checks."""
+    while len(suspects) > 1:
+        half = suspects[: len(suspects) // 2]
+        names = {c.dispatch.name for c in half}
+        trial = [c if c.dispatch.name in names else replace(c, strategy=None) for c in kept]
+        try:
+            run(write_library(trial, workdir), half)
+            suspects = suspects[len(half) :]
+        except PhaseFailed:
+            suspects = half
+    return suspects
 
 
 def _builtin_instead(choices: list[Choice], failures: dict[str, str]) -> None:

@@ -17,6 +17,7 @@ tries can be judged by the kind it would produce):
 
 from dataclasses import dataclass, field
 
+from ..hlo.ops import dot_numbers
 from .graph import FuncGraph, Node
 from .indexing import reduce_result_map, reduction_dims
 
@@ -37,6 +38,22 @@ class Group:
     signature: str = ""  # ops and types: equal signatures may share one executable
     outlined: bool = True  # False: no kernel of its own (IREE folds reshapes away)
     why_not_outlined: str = ""
+
+
+def plain_contraction(node) -> bool:
+    """dot_general in matmul layout: leading batch dims, lhs contracts its last
+    dim, rhs its first non-batch dim (no operand transpose needed)."""
+    if node.name != "stablehlo.dot_general":
+        return node.name == "stablehlo.dot"
+    numbers = dot_numbers(node.op)
+    batch = len(numbers["lhs_batching_dimensions"])
+    lhs_rank = len(node.operand_shapes[0] or [])
+    return (
+        numbers["lhs_batching_dimensions"] == list(range(batch))
+        and numbers["rhs_batching_dimensions"] == list(range(batch))
+        and numbers["lhs_contracting_dimensions"] == [lhs_rank - 1]
+        and numbers["rhs_contracting_dimensions"] == [batch]
+    )
 
 
 def reduce_dims(node: Node) -> list[int]:

@@ -41,6 +41,7 @@ from .groups import (
     Group,
     classify,
     has_chained_reductions,
+    plain_contraction,
     row_value_read_twice,
     upstream_members,
 )
@@ -84,6 +85,10 @@ TRANSPOSED_FALLBACK = (
     "dot_general needs a transpose of an operand: ops left to IREE, whose global "
     "optimizations fold it into the contraction (they do not run inside regions)"
 )
+
+
+# No tilefuse kernel takes a convolution (corpus conv_bn_relu).
+CONVOLUTION = "a convolution: no tilefuse kernel takes it, ops left to IREE's dispatch formation"
 
 
 # Measured on the corpus (gpt2_block, llama_block): a dot_general with several
@@ -145,22 +150,6 @@ def unit_free_dim_contraction(node) -> bool:
     if node.name != "stablehlo.dot_general":
         return False
     return any(1 in extents for extents in dot_free_extents(node.op))
-
-
-def plain_contraction(node) -> bool:
-    """dot_general in matmul layout: leading batch dims, lhs contracts its last
-    dim, rhs its first non-batch dim (no operand transpose needed)."""
-    if node.name != "stablehlo.dot_general":
-        return node.name == "stablehlo.dot"
-    numbers = dot_numbers(node.op)
-    batch = len(numbers["lhs_batching_dimensions"])
-    lhs_rank = len(node.operand_shapes[0] or [])
-    return (
-        numbers["lhs_batching_dimensions"] == list(range(batch))
-        and numbers["rhs_batching_dimensions"] == list(range(batch))
-        and numbers["lhs_contracting_dimensions"] == [lhs_rank - 1]
-        and numbers["rhs_contracting_dimensions"] == [batch]
-    )
 
 
 def max_bindings(target: Target) -> int:
@@ -545,7 +534,11 @@ def plan_function(
                 )
         if g.outlined and g.kind == "matmul" and not plain_contraction(graph.nodes[g.hero]):
             g.outlined = False
-            g.why_not_outlined = TRANSPOSED_FALLBACK
+            g.why_not_outlined = (
+                CONVOLUTION
+                if graph.nodes[g.hero].name == "stablehlo.convolution"
+                else TRANSPOSED_FALLBACK
+            )
         elif g.outlined and g.kind == "matmul" and reshaped_contraction(graph.nodes[g.hero]):
             g.outlined = False
             g.why_not_outlined = RESHAPED_FALLBACK

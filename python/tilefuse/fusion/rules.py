@@ -8,8 +8,11 @@ they need: the graph, the group of each op and each group's kind.
 
 from typing import Protocol
 
+from iree.compiler import ir
+
+from ..hlo.ops import element_bits, element_type
 from .graph import FuncGraph, Node
-from .groups import REDUCTION_KINDS, moves_innermost, rebroadcasts
+from .groups import REDUCTION_KINDS, moves_innermost, plain_contraction, rebroadcasts
 
 LOOP_OPS = ("elementwise", "index")
 
@@ -88,13 +91,32 @@ def siblings(plan: Plan, a: Node, b: Node) -> bool:
     )
 
 
+def _widens_float(node: Node) -> bool:
+    """A convert to a wider float (bf16/f16 -> f32)."""
+    if node.name != "stablehlo.convert":
+        return False
+    source, result = node.op.operands[0].type, node.result_type()
+    if not all(isinstance(element_type(t), ir.FloatType) for t in (source, result)):
+        return False
+    return element_bits(result) > element_bits(source)
+
+
 def matmul_epilogue(plan: Plan, p: Node, c: Node) -> bool:
     """A contraction takes its elementwise epilogue (bias, activation, residual)
-    and the index-only/elementwise producers of that epilogue's other operands."""
+    and the index-only/elementwise producers of that epilogue's other operands.
+
+    A contraction IREE forms (not in matmul layout: planner.TRANSPOSED_FALLBACK)
+    takes no convert to a wider float: IREE fuses no such consumer into a
+    contraction's dispatch, so it and what follows it became a dispatch of
+    their own (attention in f16 with its softmax in f32: the scale's extf and
+    the max keys, one more dispatch than plain IREE). Outside the group they
+    join the softmax that reads them."""
     if plan.kind_of(p.index) == "matmul" and plan.kind_of(c.index) == "loop":
         hero = plan.graph.nodes[
             min(i for i in plan.members_of(p.index) if plan.graph.nodes[i].cls == "contraction")
         ]
+        if _widens_float(c) and not plain_contraction(hero):
+            return False
         return c.cls == "elementwise" and c.shape == hero.shape
     if plan.kind_of(c.index) == "matmul" and plan.kind_of(p.index) == "loop":
         return c.cls == "elementwise" and p.cls in LOOP_OPS

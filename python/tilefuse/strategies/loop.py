@@ -22,6 +22,7 @@ no padded copy exists anywhere (seed 002's TensorPadSpecialization).
 """
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -56,6 +57,9 @@ class LoopParams:
     # CUDA: transfers become loads/stores in the script (NVVM cannot take a
     # masked broadcasting read; SPIR-V lowers them itself).
     lower_transfers: bool = False
+    # A ragged tile written transposed: its masked 2-D writes are unrolled
+    # into 1-D ones (no back end lowers a masked transfer of rank 2).
+    split_writes: bool = False
 
 
 def _check(d: Dispatch) -> str | None:
@@ -97,6 +101,11 @@ def _check(d: Dispatch) -> str | None:
 
 
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+# The widest vector step "split_writes" takes: it writes a transposed vector
+# one element per output row, extracted at the row's index; SPIR-V has no
+# such extract from an 8-wide vector ("failed to legalize operation
+# 'vector.from_elements'": a [2, 79, 128] -> [2, 128, 79] f16 transpose).
+SPLIT_WRITE_VECTOR = 4
 # Named ops among a root's producers that reduce (IREE leaves a softmax
 # before a transposed write as one linalg.softmax in the dispatch).
 REDUCING_PRODUCERS = ("linalg.softmax", "linalg.reduce")
@@ -111,7 +120,8 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
     values = d.inputs + d.outputs + d.loaded
     bits = max(o.bits for o in values)
     bf16 = any(o.element_type == "bf16" for o in values)
-    params, why_not = _layout(
+    layout = functools.partial(
+        _layout,
         d.loop_ranges,
         bits,
         bf16,
@@ -120,12 +130,19 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
         sign_extends=d.sign_extends_narrow,
         offset_alignment=d.offset_alignment,
     )
+    params, why_not = layout()
     if params is None:
         return None, why_not
+    split_writes = not params.exact and not d.output_maps_identity
+    if split_writes and params.vector_sizes[-1] > SPLIT_WRITE_VECTOR:
+        params, why_not = layout(vector_limit=SPLIT_WRITE_VECTOR)
+        if params is None:
+            return None, why_not
     params = dataclasses.replace(
         params,
         root_inputs=tuple(range(len(d.inputs))),
         tensor_arith=bool(d.root_cast or d.arith_producers),
+        split_writes=split_writes,
     )
     notes = "" if params.exact else ", ragged edge masked"
     if d.pad_inputs:
@@ -181,6 +198,7 @@ def _layout(
     exact_only: bool = False,
     sign_extends: bool = False,
     offset_alignment: int = 0,
+    vector_limit: int | None = None,
 ) -> tuple[LoopParams | None, str]:
     """Tiles, threads and vector for a root of this shape, or None and why
     (no root inputs yet: `plan` adds the dispatch's).
@@ -196,6 +214,7 @@ def _layout(
     max_vector = target.vector_elements(
         bits, bf16, sign_extends=sign_extends, offset_alignment=offset_alignment
     )
+    max_vector = min(max_vector, vector_limit or max_vector)
     vector = 1
     while vector * 2 <= max_vector and n % (vector * 2) == 0:
         vector *= 2
@@ -334,6 +353,7 @@ def steps(p: LoopParams) -> dict[str, str]:
         "tensor_arith": "tilefuse_loop_tensor_arith" if p.tensor_arith else PASS,
         "producers": "tilefuse_loop_producers" if p.root_inputs else "tilefuse_loop_no_producers",
         "lower_transfers": "tilefuse_loop_lower_transfers" if p.lower_transfers else SKIP,
+        "split_writes": "tilefuse_loop_split_writes" if p.split_writes else SKIP,
     }
 
 

@@ -1,0 +1,125 @@
+"""Attention as JAX code writes it in f16 and bf16, in the layouts models
+use: q, k, v as [B, H, S, D], or as [B, S, H, D] (Flax's layout, einsum
+'bqhd,bkhd->bhqk'), with the softmax in f32. Each compiles to no more
+dispatches than plain iree-compile makes of it, every dispatch on a
+tilefuse kernel, and matches float64.
+
+The case behind it: q k^T needs k transposed, so the planner leaves that
+contraction to IREE's formation. Grouped with the f16 -> f32 convert that
+feeds the softmax, the convert and the softmax's max keys became a
+dispatch of their own, since IREE fuses no widening convert into a
+contraction (fusion/rules.py, matmul_epilogue): 5 dispatches where plain
+IREE has 4 at [B, H, S, D], 6 where it has 4 for a Flax decode step."""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import tilefuse
+from support import fusion_plan
+from tilefuse.runtime import CompiledModule
+from tilefuse.targets import load_target
+from tilefuse.toolchain import iree_compile, scheduled_dispatches, statistics_flags
+
+BF16 = ml_dtypes.bfloat16
+
+
+def heads_first(q, k, v):
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8
+    p = jax.nn.softmax(s.astype(jnp.float32), -1).astype(q.dtype)
+    return jnp.einsum("bhqk,bhkd->bhqd", p, v)
+
+
+def heads_interleaved(q, k, v):
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / 8
+    p = jax.nn.softmax(s.astype(jnp.float32), -1).astype(q.dtype)
+    return jnp.einsum("bhqk,bkhd->bqhd", p, v)
+
+
+def reference(layout: str, q, k, v):
+    """float64 attention; `layout` is 'bhsd' or 'bshd'."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    if layout == "bshd":
+        q, k, v = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
+    s = q @ k.transpose(0, 1, 3, 2) / 8
+    p = np.exp(s - s.max(-1, keepdims=True))
+    out = (p / p.sum(-1, keepdims=True)) @ v
+    return out.transpose(0, 2, 1, 3) if layout == "bshd" else out
+
+
+CASES = {
+    # name: (function, layout, q shape, k and v shape, dtype, tolerance)
+    "prefill_bhsd_f16": (heads_first, "bhsd", (2, 4, 100, 64), (2, 4, 100, 64), np.float16, 2e-3),
+    "decode_bshd_f16": (
+        heads_interleaved,
+        "bshd",
+        (2, 1, 8, 64),
+        (2, 300, 8, 64),
+        np.float16,
+        2e-3,
+    ),
+    "decode_bshd_bf16": (heads_interleaved, "bshd", (2, 1, 4, 32), (2, 96, 4, 32), BF16, 8e-3),
+}
+
+
+def iree_dispatches(text: str, tmp_path) -> int:
+    program, stats = tmp_path / "program.mlir", tmp_path / "iree-statistics.json"
+    program.write_text(text)
+    flags = load_target("vulkan").compile_flags
+    args = [str(program), *flags, *statistics_flags(stats), "-o", str(tmp_path / "iree.vmfb")]
+    iree_compile(args, "iree-compile")
+    return scheduled_dispatches(stats)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_attention_is_no_more_dispatches_than_iree(name, tmp_path):
+    """Tolerances relative to the largest output: p rounds to f16 (2e-3)
+    or bf16 (8e-3) before p @ v."""
+    fn, layout, q_shape, kv_shape, dtype, tolerance = CASES[name]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(dtype) for s in (q_shape, kv_shape, kv_shape)]
+    text = jax.jit(fn).lower(*args).as_text()
+    result = tilefuse.compile_program(text, "vulkan", statistics=True)
+    assert [r.status for r in result.reports] == ["applied"] * len(result.reports), [
+        r.line() for r in result.reports
+    ]
+    if dtype != BF16:  # plain IREE 3.13 fails on bf16 on SPIR-V ('vector.bitcast')
+        assert result.scheduled_dispatches <= iree_dispatches(text, tmp_path)
+    got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
+    want = reference(layout, *args)
+    assert np.max(np.abs(got - want)) <= tolerance * np.max(np.abs(want))
+
+
+SCORES = """  %s = stablehlo.dot_general %q, %k, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [3] : (tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>) -> tensor<2x4x16x16xf32>
+  %h = stablehlo.convert %s : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf16>
+  %c = stablehlo.constant dense<1.250000e-01> : tensor<2x4x16x16xf16>
+  %m = stablehlo.multiply %h, %c : tensor<2x4x16x16xf16>
+  %w = stablehlo.convert %m : (tensor<2x4x16x16xf16>) -> tensor<2x4x16x16xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %max = stablehlo.reduce(%w init: %ninf) applies stablehlo.maximum across dimensions = [3] : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %mb = stablehlo.broadcast_in_dim %max, dims = [0, 1, 2] : (tensor<2x4x16xf32>) -> tensor<2x4x16x16xf32>
+  %e = stablehlo.subtract %w, %mb : tensor<2x4x16x16xf32>
+  return %e : tensor<2x4x16x16xf32>"""
+
+
+@pytest.mark.parametrize("k_layout,matmul_converts", [("transposed", 1), ("plain", 2)])
+def test_a_widening_convert_joins_an_iree_contraction_only_in_matmul_layout(
+    k_layout, matmul_converts
+):
+    """q k^T with k needing a transpose (IREE forms it) keeps the convert
+    to f16 and the scale, and leaves the convert back to f32 to the
+    reduction that reads it; with k already [.., D, S] the matmul kernel
+    takes the whole epilogue."""
+    body, k_type = SCORES, "tensor<2x4x16x32xf16>"
+    if k_layout == "plain":
+        k_type = "tensor<2x4x32x16xf16>"
+        body = body.replace("contracting_dims = [3] x [3]", "contracting_dims = [3] x [2]")
+        body = body.replace(
+            "tensor<2x4x16x32xf16>, tensor<2x4x16x32xf16>", f"tensor<2x4x16x32xf16>, {k_type}"
+        )
+    p, _ = fusion_plan(body, f"%q: tensor<2x4x16x32xf16>, %k: {k_type}", "tensor<2x4x16x16xf32>")
+    nodes = p.graphs[0].nodes
+    ops = {g.kind: [nodes[i].name for i in g.members] for g in p.all_groups()}
+    assert ops["matmul"].count("stablehlo.convert") == matmul_converts, ops
+    assert ops["softmax-like"].count("stablehlo.convert") == 2 - matmul_converts, ops
