@@ -9,7 +9,10 @@ contraction to IREE's formation. Grouped with the f16 -> f32 convert that
 feeds the softmax, the convert and the softmax's max keys became a
 dispatch of their own, since IREE fuses no widening convert into a
 contraction (fusion/rules.py, matmul_epilogue): 5 dispatches where plain
-IREE has 4 at [B, H, S, D], 6 where it has 4 for a Flax decode step."""
+IREE has 4 at [B, H, S, D], 6 where it has 4 for a Flax decode step.
+In Flax's layout p @ v read the softmax's p transposed, a copy plain IREE
+folds into its own softmax (hlo/dot_layouts.py swaps the operands): 7
+dispatches at prefill where plain IREE has 6."""
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +54,14 @@ def reference(layout: str, q, k, v):
 CASES = {
     # name: (function, layout, q shape, k and v shape, dtype, tolerance)
     "prefill_bhsd_f16": (heads_first, "bhsd", (2, 4, 100, 64), (2, 4, 100, 64), np.float16, 2e-3),
+    "prefill_bshd_f16": (
+        heads_interleaved,
+        "bshd",
+        (2, 100, 4, 32),
+        (2, 100, 4, 32),
+        np.float16,
+        2e-3,
+    ),
     "decode_bshd_f16": (
         heads_interleaved,
         "bshd",

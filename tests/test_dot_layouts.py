@@ -176,3 +176,34 @@ def test_heads_split_from_a_projection_left_to_iree():
     assert not any("memcpy" in r.name for r in module.reports), lines
     want = np.asarray(jax.jit(scores)(*args))
     assert np.max(np.abs(module.main(*args) - want)) <= 1e-5 * np.max(np.abs(want))
+
+
+# p @ v as einsum('bhqk,bkhd->bqhd') writes it: v, an argument, first; p, a
+# softmax's result, read transposed as the rhs.
+P_V = """func.func @main(%v: tensor<2x12x4x16xf32>, %s: tensor<2x4x8x12xf32>) -> tensor<2x8x4x16xf32> {
+  %p = stablehlo.exponential %s : tensor<2x4x8x12xf32>
+  %o = stablehlo.dot_general %v, %p, batching_dims = [0, 2] x [0, 1], contracting_dims = [1] x [3] : (tensor<2x12x4x16xf32>, tensor<2x4x8x12xf32>) -> tensor<2x4x16x8xf32>
+  %r = stablehlo.transpose %o, dims = [0, 3, 1, 2] : (tensor<2x4x16x8xf32>) -> tensor<2x8x4x16xf32>
+  return %r : tensor<2x8x4x16xf32>
+}
+"""
+
+
+def test_operands_swap_so_that_a_computed_one_is_read_as_stored(tmp_path):
+    """dot_general(v, p) -> dot_general(p, v): p in matmul layout as the
+    lhs, v (an argument) left for IREE to transpose, and the transpose back
+    composed with the one after it."""
+    module, log = _rewrite(P_V)
+    assert "operands swapped" in log[0], log
+    assert "keeps its operand layout (rhs: it is an argument)" in log[1], log
+    filecheck(
+        str(module),
+        """
+CHECK: %[[P:.*]] = stablehlo.exponential
+CHECK: %[[O:.*]] = stablehlo.dot_general %[[P]], %arg0, batching_dims = [0, 1] x [0, 2], contracting_dims = [3] x [1] {{.*}} -> tensor<2x4x8x16xf32>
+CHECK: %[[R:.*]] = stablehlo.transpose %[[O]], dims = [0, 2, 1, 3]
+CHECK: return %[[R]]
+""",
+        tmp_path,
+    )
+    assert str(module).count("stablehlo.transpose") == 1

@@ -10,7 +10,8 @@
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
     matrix_vectors.py matrix-vector products read the matrix as stored (decode's
                   x @ W.T as a row reduction, q @ k^T without copying k)
-    dot_layouts.py operand transposes of a dot_general moved into their producers
+    dot_layouts.py operand transposes of a dot_general moved into their producers;
+                  operands swapped where that reads a computed one as stored
     batch_dims.py several batch dims collapsed into one where IREE would copy an operand transposed
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)

@@ -28,6 +28,19 @@ An operand read straight from an argument or another contraction keeps its
 layout (IREE folds the transposition into the contraction's map, where a
 transpose here would be a dispatch of its own), and so does one with other
 readers; the log says which and why.
+
+Where such an operand is the lhs and the rhs would be in matmul layout as
+the lhs, the operands swap first, and a transpose of the result puts its
+free dims back in order:
+
+    dot_general(v, p) -> transpose(dot_general(p, v))
+
+Attention over [B, S, H, D] tensors ('bhqk,bkhd->bqhd') reads p, the
+softmax's result, as the rhs, transposed: IREE folds that transpose into
+the softmax's dispatch when it forms the softmax itself, but not into a
+tilefuse softmax kernel, and copied p in a dispatch of its own (one more
+than plain IREE). Swapped, p is read as stored and v, an argument, is
+transposed by IREE as it was before.
 """
 
 from iree.compiler import ir
@@ -116,6 +129,18 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         if not any(moved.values()):
             continue
         where = location_text(op.location)
+        if _swap_helps(op, numbers, ranks, moved):
+            with op.location:
+                op = _swap(op, numbers)
+            log.append(
+                f"dot_general at {where}: operands swapped (the rhs, {SWAPPED_WHY}), "
+                "the result transposed back"
+            )
+            numbers, ranks = dot_numbers(op), ranks[::-1]
+            orders = {s: plain_order(numbers, r, s) for s, r in zip(("lhs", "rhs"), ranks)}
+            moved = {s: order != list(range(len(order))) for s, order in orders.items()}
+            if not any(moved.values()):
+                continue
         why = {
             s: produced_in_a_dispatch(v) for s, v in zip(("lhs", "rhs"), op.operands) if moved[s]
         }
@@ -134,6 +159,76 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             "produced (the contraction reads them as they are stored)"
         )
     return log
+
+
+SWAPPED_WHY = "computed here, is then read in matmul layout; the lhs is an argument"
+
+
+def _swap_helps(op: ir.Operation, numbers: dict, ranks: list[int], moved: dict) -> bool:
+    """The lhs is an argument (no producer to transpose it in) and not in
+    matmul layout, and the rhs, computed by an op, would be in it as the
+    lhs: swapped, only the argument needs a transpose (IREE's)."""
+    lhs, rhs = op.operands
+    if not moved["lhs"] or defining_op(lhs) is not None or defining_op(rhs) is None:
+        return False
+    swapped = {
+        f"{a}_{kind}": numbers[f"{b}_{kind}"]
+        for a, b in (("lhs", "rhs"), ("rhs", "lhs"))
+        for kind in ("batching_dimensions", "contracting_dimensions")
+    }
+    order = plain_order(swapped, ranks[1], "lhs")
+    return order == list(range(len(order)))
+
+
+def _swap(op: ir.Operation, numbers: dict) -> ir.Operation:
+    """dot_general(rhs, lhs), then a transpose of its result into `op`'s
+    order (the free dims of lhs before those of rhs); returns the new
+    dot_general."""
+    ip = ir.InsertionPoint(op)
+    dims = ", ".join(
+        f"{a}_{kind} = [{', '.join(map(str, numbers[f'{b}_{kind}']))}]"
+        for a, b in (("lhs", "rhs"), ("rhs", "lhs"))
+        for kind in ("batching_dimensions", "contracting_dimensions")
+    )
+    attributes = {name: op.attributes[name] for name in op.attributes}
+    attributes["dot_dimension_numbers"] = ir.Attribute.parse(f"#stablehlo.dot<{dims}>")
+    if "precision_config" in attributes:
+        precision = list(ir.ArrayAttr(attributes["precision_config"]))
+        attributes["precision_config"] = ir.ArrayAttr.get(precision[::-1])
+    shape = shape_of(op.results[0].type)
+    batch = len(numbers["lhs_batching_dimensions"])
+    free_lhs, free_rhs = (len(f) for f in dot_free_extents(op))
+    # result dims: batch, lhs free, rhs free; swapped: batch, rhs free, lhs free
+    swapped_order = (
+        list(range(batch))
+        + list(range(batch + free_lhs, batch + free_lhs + free_rhs))
+        + list(range(batch, batch + free_lhs))
+    )
+    element = ir.ShapedType(op.results[0].type).element_type
+    swapped = ir.Operation.create(
+        "stablehlo.dot_general",
+        results=[ir.RankedTensorType.get([shape[d] for d in swapped_order], element)],
+        operands=list(op.operands)[::-1],
+        attributes=attributes,
+        loc=op.location,
+        ip=ip,
+    )
+    back = [swapped_order.index(d) for d in range(len(shape))]
+    uses = list(op.results[0].uses)
+    user = uses[0].owner if len(uses) == 1 else None
+    user = getattr(user, "operation", user)
+    if user is not None and user.name == "stablehlo.transpose":
+        # A transpose reads the result (a head merge): one transpose, not two.
+        perm = list(ir.DenseI64ArrayAttr(user.attributes["permutation"]))
+        at = ir.InsertionPoint(user)
+        composed = _transpose(swapped.results[0], [back[p] for p in perm], at, user.location)
+        user.results[0].replace_all_uses_with(composed)
+        user.erase()
+    else:
+        transposed = _transpose(swapped.results[0], back, ip, op.location)
+        op.results[0].replace_all_uses_with(transposed)
+    op.erase()
+    return swapped
 
 
 def _make_plain(
