@@ -171,6 +171,8 @@ def _swap_helps(op: ir.Operation, numbers: dict, ranks: list[int], moved: dict) 
     lhs, rhs = op.operands
     if not moved["lhs"] or defining_op(lhs) is not None or defining_op(rhs) is None:
         return False
+    if "algorithm" in op.attributes:
+        return False  # its lhs and rhs precision types would swap too; kept as written
     swapped = {
         f"{a}_{kind}": numbers[f"{b}_{kind}"]
         for a, b in (("lhs", "rhs"), ("rhs", "lhs"))
