@@ -134,3 +134,32 @@ def test_a_widening_convert_joins_an_iree_contraction_only_in_matmul_layout(
     ops = {g.kind: [nodes[i].name for i in g.members] for g in p.all_groups()}
     assert ops["matmul"].count("stablehlo.convert") == matmul_converts, ops
     assert ops["softmax-like"].count("stablehlo.convert") == 2 - matmul_converts, ops
+
+
+def packed_causal(x):
+    """q and k sliced from one packed [B, S, 3, H, D] tensor, a causal mask,
+    the softmax in f32 (an unseen-program sweep's case)."""
+    q, k = x[:, :, 0], x[:, :, 1]
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+    s = jnp.where(jnp.tril(jnp.ones((x.shape[1],) * 2, bool)), s, jnp.float16(-1e4))
+    return jax.nn.softmax(s.astype(jnp.float32), -1).astype(jnp.float16)
+
+
+def test_a_fused_producer_keeps_its_values_in_a_ragged_loop_tile():
+    """The softmax's max keys (f32 -> i32) read the scores' convert to f32,
+    a producer fused into the loop kernel. Over 1156 elements in ragged
+    tiles of 512 its masked vectors went through one workgroup buffer that
+    every thread wrote at the same address, with no barrier: wrong keys,
+    42 NaNs. Such a kernel now takes exact tiles (loop._computes_a_producer).
+    Against float64, 2e-3 of the largest output (p rounds to f16)."""
+    x = (np.random.default_rng(0).standard_normal((1, 17, 3, 4, 16)) / 2).astype(np.float16)
+    result = tilefuse.compile_program(jax.jit(packed_causal).lower(x).as_text(), "vulkan")
+    loops = [r for r in result.reports if r.strategy == "loop" and "1156" in r.name]
+    assert loops and all("masked" not in r.line() for r in loops), [r.line() for r in loops]
+    got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(x), np.float64)
+    q, k = (x[:, :, i].astype(np.float64).transpose(0, 2, 1, 3) for i in (0, 1))
+    s = np.where(np.tril(np.ones((17, 17), bool)), q @ k.transpose(0, 1, 3, 2), -1e4)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = p / p.sum(-1, keepdims=True)
+    assert not np.isnan(got).any()
+    assert np.max(np.abs(got - want)) <= 2e-3 * np.max(np.abs(want))

@@ -101,6 +101,20 @@ def _check(d: Dispatch) -> str | None:
 
 
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+
+
+def _computes_a_producer(d: Dispatch) -> bool:
+    """A producer fused into each thread's tile computes a tensor (a linalg
+    op, or an arith op on a tensor written as one). In a ragged tile its
+    vector is written and read back under a mask, which nothing forwards:
+    bufferization put it in one workgroup buffer that every thread wrote
+    and read at the same address, with no barrier (found by an unseen
+    program: the f16 -> f32 convert before a softmax's max keys, 1156
+    elements in tiles of 512, gave wrong keys and NaN attention). Such a
+    kernel takes exact tiles only, as one reading through a pad does."""
+    return bool(d.arith_producers) or any(p and p.startswith("linalg.") for p in d.input_producers)
+
+
 # The widest vector step "split_writes" takes: it writes a transposed vector
 # one element per output row, extracted at the row's index; SPIR-V has no
 # such extract from an 8-wide vector ("failed to legalize operation
@@ -126,7 +140,7 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
         bits,
         bf16,
         target,
-        exact_only=bool(d.pad_inputs),
+        exact_only=bool(d.pad_inputs) or _computes_a_producer(d),
         sign_extends=d.sign_extends_narrow,
         offset_alignment=d.offset_alignment,
     )
