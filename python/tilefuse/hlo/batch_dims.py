@@ -32,7 +32,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .dot_layouts import plain_order
-from .ops import dot_free_extents, dot_numbers, shape_of, view_back
+from .ops import dot_free_extents, dot_numbers, dot_numbers_attr, shape_of, view_back
 from .split_k import MAX_M
 
 
@@ -74,13 +74,9 @@ def _collapse(op: ir.Operation) -> None:
                 ).results[0]
             )
         shifted = {k: [d - batch + 1 for d in numbers[k]] for k in numbers if "contracting" in k}
-        dims = (
-            "lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], "
-            f"lhs_contracting_dimensions = {shifted['lhs_contracting_dimensions']}, "
-            f"rhs_contracting_dimensions = {shifted['rhs_contracting_dimensions']}"
-        )
+        shifted |= {"lhs_batching_dimensions": [0], "rhs_batching_dimensions": [0]}
         attributes = {name: op.attributes[name] for name in op.attributes}
-        attributes["dot_dimension_numbers"] = ir.Attribute.parse(f"#stablehlo.dot<{dims}>")
+        attributes["dot_dimension_numbers"] = dot_numbers_attr(shifted)
         out = shape_of(op.results[0].type)
         element = ir.ShapedType(op.results[0].type).element_type
         collapsed = [math.prod(out[:batch])] + out[batch:]

@@ -47,7 +47,15 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op
-from .ops import dot_free_extents, dot_numbers, erase_with_dead_producers, op_class, shape_of
+from .ops import (
+    dot_free_extents,
+    dot_numbers,
+    dot_numbers_attr,
+    erase_with_dead_producers,
+    op_class,
+    shape_of,
+    sole_user,
+)
 
 # Index ops a layout change may look through on the way to the producer.
 VIEWS = {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"}
@@ -173,13 +181,14 @@ def _swap_helps(op: ir.Operation, numbers: dict, ranks: list[int], moved: dict) 
         return False
     if "algorithm" in op.attributes:
         return False  # its lhs and rhs precision types would swap too; kept as written
-    swapped = {
-        f"{a}_{kind}": numbers[f"{b}_{kind}"]
-        for a, b in (("lhs", "rhs"), ("rhs", "lhs"))
-        for kind in ("batching_dimensions", "contracting_dimensions")
-    }
-    order = plain_order(swapped, ranks[1], "lhs")
+    order = plain_order(_swapped(numbers), ranks[1], "lhs")
     return order == list(range(len(order)))
+
+
+def _swapped(numbers: dict[str, list[int]]) -> dict[str, list[int]]:
+    """The dims of dot_general(rhs, lhs)."""
+    swap = {"lhs": "rhs", "rhs": "lhs"}
+    return {key: numbers[swap[key[:3]] + key[3:]] for key in numbers}
 
 
 def _swap(op: ir.Operation, numbers: dict) -> ir.Operation:
@@ -187,13 +196,8 @@ def _swap(op: ir.Operation, numbers: dict) -> ir.Operation:
     order (the free dims of lhs before those of rhs); returns the new
     dot_general."""
     ip = ir.InsertionPoint(op)
-    dims = ", ".join(
-        f"{a}_{kind} = [{', '.join(map(str, numbers[f'{b}_{kind}']))}]"
-        for a, b in (("lhs", "rhs"), ("rhs", "lhs"))
-        for kind in ("batching_dimensions", "contracting_dimensions")
-    )
     attributes = {name: op.attributes[name] for name in op.attributes}
-    attributes["dot_dimension_numbers"] = ir.Attribute.parse(f"#stablehlo.dot<{dims}>")
+    attributes["dot_dimension_numbers"] = dot_numbers_attr(_swapped(numbers))
     if "precision_config" in attributes:
         precision = list(ir.ArrayAttr(attributes["precision_config"]))
         attributes["precision_config"] = ir.ArrayAttr.get(precision[::-1])
@@ -216,10 +220,8 @@ def _swap(op: ir.Operation, numbers: dict) -> ir.Operation:
         ip=ip,
     )
     back = [swapped_order.index(d) for d in range(len(shape))]
-    uses = list(op.results[0].uses)
-    user = uses[0].owner if len(uses) == 1 else None
-    user = getattr(user, "operation", user)
-    if user is not None and user.name == "stablehlo.transpose":
+    user = sole_user(op, "stablehlo.transpose")
+    if user is not None:
         # A transpose reads the result (a head merge): one transpose, not two.
         perm = list(ir.DenseI64ArrayAttr(user.attributes["permutation"]))
         at = ir.InsertionPoint(user)
@@ -248,17 +250,14 @@ def _make_plain(
         for s, v in zip(("lhs", "rhs"), op.operands)
     ]
     batch = len(numbers["lhs_batching_dimensions"])
-    dims = ", ".join(
-        f"{key} = [{', '.join(map(str, value))}]"
-        for key, value in (
-            ("lhs_batching_dimensions", list(range(batch))),
-            ("rhs_batching_dimensions", list(range(batch))),
-            ("lhs_contracting_dimensions", [ranks[0] - 1]),
-            ("rhs_contracting_dimensions", [batch]),
-        )
-    )
+    plain_numbers = {
+        "lhs_batching_dimensions": list(range(batch)),
+        "rhs_batching_dimensions": list(range(batch)),
+        "lhs_contracting_dimensions": [ranks[0] - 1],
+        "rhs_contracting_dimensions": [batch],
+    }
     attributes = {name: op.attributes[name] for name in op.attributes}
-    attributes["dot_dimension_numbers"] = ir.Attribute.parse(f"#stablehlo.dot<{dims}>")
+    attributes["dot_dimension_numbers"] = dot_numbers_attr(plain_numbers)
     plain = ir.Operation.create(
         "stablehlo.dot_general",
         results=[op.results[0].type],

@@ -175,6 +175,13 @@ DOT_DIMENSION_KEYS = (
 )
 
 
+def dot_numbers_attr(numbers: dict[str, list[int]]) -> ir.Attribute:
+    """The #stablehlo.dot attribute of these batching and contracting dims
+    (keys DOT_DIMENSION_KEYS; dot_numbers read back), in the current context."""
+    dims = ", ".join(f"{key} = [{', '.join(map(str, numbers[key]))}]" for key in DOT_DIMENSION_KEYS)
+    return ir.Attribute.parse(f"#stablehlo.dot<{dims}>")
+
+
 def dot_numbers(op: ir.Operation) -> dict[str, list[int]]:
     """The batching and contracting dims of a stablehlo.dot_general (keys
     DOT_DIMENSION_KEYS); a stablehlo.dot contracts lhs's last dim with rhs's
@@ -241,15 +248,20 @@ def replace_by_reshape(op: ir.Operation) -> None:
     op.erase()
 
 
-def sole_convert(op: ir.Operation) -> ir.Operation | None:
-    """The stablehlo.convert that is the only user of `op`'s result, if any
-    (hlo/wide_accumulators.py puts one after every bf16 product)."""
+def sole_user(op: ir.Operation, name: str) -> ir.Operation | None:
+    """The op named `name` that is the only user of `op`'s result, if any."""
     uses = list(op.results[0].uses)
     if len(uses) != 1:
         return None
     user = uses[0].owner
     user = user.operation if hasattr(user, "operation") else user
-    return user if user.name == "stablehlo.convert" else None
+    return user if user.name == name else None
+
+
+def sole_convert(op: ir.Operation) -> ir.Operation | None:
+    """The stablehlo.convert that is the only user of `op`'s result, if any
+    (hlo/wide_accumulators.py puts one after every bf16 product)."""
+    return sole_user(op, "stablehlo.convert")
 
 
 def view_back(op: ir.Operation, value: ir.Value, ip: ir.InsertionPoint) -> None:
