@@ -16,9 +16,9 @@ Only groups of this exact form are rewritten: every reduce over the same
 innermost dims I of one shape [L..., I...]; every other member elementwise,
 a splat constant, or a broadcast_in_dim that rebroadcasts a reduced value
 ([L...] over [L..., I...]), a row vector ([I...]) or a scalar; every value
-of one of these shapes, but for a reshape's operand (a matrix-vector
-product's [B, H, S] viewed as [B, H, 1, S]: a row-major reshape views any
-shape as the collapsed rows too). Anything else is left as it is, and the planner's
+of one of these shapes, but for one side of a reshape (a matrix-vector
+product's [B, H, S] viewed as [B, H, 1, S], or its sums [1, N] returned as
+[N, 1]: a row-major reshape views any shape as the collapsed rows too). Anything else is left as it is, and the planner's
 reason stands. The fusion stage asks this of softmax-like groups the kernel
 refused and of row-reduction groups with an epilogue (no kernel takes those
 at rank > 2; a plain row reduction is the row kernel's at any rank).
@@ -103,7 +103,13 @@ def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]
         elif node.cls != "elementwise" and node.name != "stablehlo.reshape":
             return f"{node.name} in the group", None
         shapes = [shape_of(r.type) for r in node.op.results]
-        if node.name != "stablehlo.reshape":  # a view of any shape onto a space
+        if node.name == "stablehlo.reshape":
+            # A view of any shape onto a space, or of a space onto any shape
+            # (the reduced values as [N, 1]); the latter's readers in the
+            # group are refused by their own shapes.
+            if any(spaces.collapsed(s) is not None for s in [*shapes, *node.operand_shapes]):
+                continue
+        else:
             shapes += [s for s in node.operand_shapes]
         if any(spaces.collapsed(s) is None for s in shapes):
             return f"{node.name} on a shape of neither the rows nor the reduced space", None
@@ -168,8 +174,12 @@ def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
                 operands.append(v)  # a reshape views it on the collapsed shape itself
             else:
                 operands.append(_reshape(v, target, op))
+        # A reshape out of the spaces keeps its result shape.
         types = [
-            _tensor(spaces.collapsed(shape_of(r.type)), ir.ShapedType(r.type).element_type)
+            _tensor(
+                spaces.collapsed(shape_of(r.type)) or shape_of(r.type),
+                ir.ShapedType(r.type).element_type,
+            )
             for r in op.results
         ]
         new = ir.Operation.create(
@@ -189,7 +199,9 @@ def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
     for node, op in old_ops:
         for old in op.results:
             if any(u.owner.operation not in [o for _, o in old_ops] for u in old.uses):
-                back = _reshape(mapped[old], shape_of(old.type), op)
+                back = mapped[old]
+                if back.type != old.type:
+                    back = _reshape(back, shape_of(old.type), op)
                 old.replace_all_uses_with(back)
     for _, op in reversed(old_ops):
         op.erase()

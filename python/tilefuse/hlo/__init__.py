@@ -3,6 +3,7 @@
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
+    transpose_chains.py a transpose of a transpose composed into one (or none)
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
     unit_transposes.py transposes that move only extent-1 dims as reshapes; a reshape
                   dropping extent-1 dims moved before its transpose
@@ -10,8 +11,9 @@
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
     matrix_vectors.py matrix-vector products read the matrix as stored (decode's
                   x @ W.T as a row reduction, q @ k^T without copying k)
-    dot_layouts.py operand transposes of a dot_general moved into their producers;
-                  operands swapped where that reads a computed one as stored
+    dot_layouts.py operand transposes of a dot_general moved into their producers
+                  or read through; operands swapped where that reads a computed one
+                  as stored, or takes a transpose of the result
     batch_dims.py several batch dims collapsed into one where IREE would copy an operand transposed
     argminmax.py  argmax/argmin reduces rewritten as two plain reductions
     minmax.py     float row max/min on ordered i32 keys (SPIR-V targets)
@@ -42,6 +44,7 @@ from . import (
     negated_sums,
     scalars,
     split_k,
+    transpose_chains,
     unit_reduces,
     unit_transposes,
     wide_accumulators,
@@ -74,6 +77,9 @@ def _any_target(rewrite: Callable[[ir.Operation], list[str]]):
 FUNCTION_REWRITES = (
     FunctionRewrite("fold_scalars", lambda t: True, _any_target(fold_scalars.rewrite_function)),
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
+    FunctionRewrite(
+        "transpose_chains", lambda t: True, _any_target(transpose_chains.rewrite_function)
+    ),
     FunctionRewrite("unit_reduces", lambda t: True, _any_target(unit_reduces.rewrite_function)),
     FunctionRewrite(
         "unit_transposes", lambda t: True, _any_target(unit_transposes.rewrite_function)

@@ -41,6 +41,19 @@ the softmax's dispatch when it forms the softmax itself, but not into a
 tilefuse softmax kernel, and copied p in a dispatch of its own (one more
 than plain IREE). Swapped, p is read as stored and v, an argument, is
 transposed by IREE as it was before.
+
+Before any of this, two forms JAX's gradients write are undone:
+
+- a transpose that swaps the result's lhs and rhs free dims (the batch dims
+  in place) is dot_general(rhs, lhs): `(a.T @ b.T).T` is `b @ a`. The
+  operands swap when no fewer of them are then in matmul layout (as stored,
+  or read through a transpose producing them); the transpose goes. `(x @
+  w).T` with x and w as stored keeps its transpose: swapped, both would be
+  read transposed.
+- an operand produced by a transpose whose source is in matmul layout is
+  read from that source (its dims renumbered in the dimension numbers):
+  IREE folds such a transpose into the contraction, where the planner
+  would give it a dispatch of its own.
 """
 
 from iree.compiler import ir
@@ -56,6 +69,8 @@ from .ops import (
     shape_of,
     sole_user,
 )
+from .transpose_chains import permutation
+from .unit_transposes import moves_only_unit_dims
 
 # Index ops a layout change may look through on the way to the producer.
 VIEWS = {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"}
@@ -105,9 +120,16 @@ def _transpose(v: ir.Value, perm: list[int], ip: ir.InsertionPoint, loc) -> ir.V
         return v
     shape = shape_of(v.type)
     element = ir.ShapedType(v.type).element_type
+    result = ir.RankedTensorType.get([shape[p] for p in perm], element)
+    if moves_only_unit_dims(shape, perm):
+        # No element moves (an outer product's g[1, N] as [N, 1]): a view,
+        # which the planner does not give a transpose group.
+        return ir.Operation.create(
+            "stablehlo.reshape", results=[result], operands=[v], loc=loc, ip=ip
+        ).results[0]
     return ir.Operation.create(
         "stablehlo.transpose",
-        results=[ir.RankedTensorType.get([shape[p] for p in perm], element)],
+        results=[result],
         operands=[v],
         attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)},
         loc=loc,
@@ -126,6 +148,17 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         if o.operation.name == "stablehlo.dot_general"
     ]
     for op in dots:
+        where = location_text(op.location)
+        transpose = _transposed_result(op)
+        if transpose is not None and _swap_pays(op):
+            op = _swap_into(op, transpose)
+            log.append(f"dot_general at {where}: operands swapped, {ABSORBED_WHY}")
+        folded = _read_through_transposes(op)
+        if folded:
+            log.append(
+                f"dot_general at {where}: {' and '.join(folded)} read through its transpose "
+                "(in matmul layout as stored)"
+            )
         numbers = dot_numbers(op)
         if len(numbers["lhs_contracting_dimensions"]) != 1:
             continue
@@ -136,7 +169,6 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         moved = {s: order != list(range(len(order))) for s, order in orders.items()}
         if not any(moved.values()):
             continue
-        where = location_text(op.location)
         if _swap_helps(op, numbers, ranks, moved):
             with op.location:
                 op = _swap(op, numbers)
@@ -170,6 +202,138 @@ def rewrite_function(func: ir.Operation) -> list[str]:
 
 
 SWAPPED_WHY = "computed here, is then read in matmul layout; the lhs is an argument"
+ABSORBED_WHY = "which puts the result's free dims in the order a transpose of it wanted"
+
+
+def _transposed_result(op: ir.Operation) -> ir.Operation | None:
+    """The transpose that is the only reader of `op`'s result (or of its
+    sole convert: hlo/wide_accumulators.py's back to bf16) and swaps its
+    lhs and rhs free dims, the batch dims in place: then it is
+    dot_general(rhs, lhs)."""
+    if "algorithm" in op.attributes:
+        return None  # its lhs and rhs precision types would swap too
+    convert = sole_user(op, "stablehlo.convert")
+    transpose = sole_user(convert or op, "stablehlo.transpose")
+    if transpose is None:
+        return None
+    batch = len(dot_numbers(op)["lhs_batching_dimensions"])
+    free_lhs, free_rhs = (len(f) for f in dot_free_extents(op))
+    if not free_lhs or not free_rhs:
+        return None
+    swapped = (
+        list(range(batch))
+        + list(range(batch + free_lhs, batch + free_lhs + free_rhs))
+        + list(range(batch, batch + free_lhs))
+    )
+    return transpose if permutation(transpose) == swapped else None
+
+
+def _in_layout_as_read(operands: list[ir.Value], numbers: dict[str, list[int]]) -> int:
+    """How many of a dot_general's operands, with these numbers, are in
+    matmul layout as they are or read through a transpose producing them."""
+    count = 0
+    for side, value in zip(("lhs", "rhs"), operands):
+        rank = len(shape_of(value.type))
+        order = plain_order(numbers, rank, side)
+        count += order == list(range(rank)) or _through(value, numbers, side) is not None
+    return count
+
+
+def _swap_pays(op: ir.Operation) -> bool:
+    """Swapped, no fewer operands are in matmul layout (the transpose of the
+    result goes either way). (x @ W)^T with x and W as stored stays: swapped,
+    both would be read transposed."""
+    numbers = dot_numbers(op)
+    operands = list(op.operands)
+    return _in_layout_as_read(operands[::-1], _swapped(numbers)) >= _in_layout_as_read(
+        operands, numbers
+    )
+
+
+def _through(value: ir.Value, numbers: dict[str, list[int]], side: str):
+    """(the source of a transpose producing operand `value`, the dot's
+    numbers reading it instead) if that source is in matmul layout and its
+    free dims keep their order (so the result is the same); else None."""
+    transpose = defining_op(value)
+    if transpose is None or transpose.name != "stablehlo.transpose":
+        return None
+    perm = permutation(transpose)
+    batching, contracting = (f"{side}_{kind}_dimensions" for kind in ("batching", "contracting"))
+    bound = set(numbers[batching] + numbers[contracting])
+    free = [perm[d] for d in range(len(perm)) if d not in bound]
+    if free != sorted(free):
+        return None
+    read = dict(numbers)
+    read[batching] = [perm[d] for d in numbers[batching]]
+    read[contracting] = [perm[d] for d in numbers[contracting]]
+    if plain_order(read, len(perm), side) != list(range(len(perm))):
+        return None
+    return transpose.operands[0], read
+
+
+def _read_through_transposes(op: ir.Operation) -> list[str]:
+    """Make `op` read each operand that a transpose out of matmul layout
+    produces from that transpose's source, in place; the sides it did. The
+    transpose goes if nothing else reads it. (JAX's grad of x @ W.T writes
+    W.T and x.T; IREE folds such a transpose into the contraction, where
+    here it would be a dispatch of its own.)"""
+    done = []
+    for i, side in enumerate(("lhs", "rhs")):
+        numbers = dot_numbers(op)
+        rank = len(shape_of(op.operands[i].type))
+        if plain_order(numbers, rank, side) == list(range(rank)):
+            continue
+        through = _through(op.operands[i], numbers, side)
+        if through is None:
+            continue
+        transpose = defining_op(op.operands[i])
+        op.operands[i] = through[0]
+        with op.context:
+            op.attributes["dot_dimension_numbers"] = dot_numbers_attr(through[1])
+        if not any(True for _ in transpose.results[0].uses):
+            transpose.erase()
+        done.append(side)
+    return done
+
+
+def _swap_into(op: ir.Operation, transpose: ir.Operation) -> ir.Operation:
+    """Replace `transpose(op)` (through `op`'s sole convert, if any) by
+    dot_general(rhs, lhs), which computes the transposed result itself."""
+    ip = ir.InsertionPoint(transpose)
+    numbers = dot_numbers(op)
+    attributes = {name: op.attributes[name] for name in op.attributes}
+    with op.location:
+        attributes["dot_dimension_numbers"] = dot_numbers_attr(_swapped(numbers))
+        if "precision_config" in attributes:
+            precision = list(ir.ArrayAttr(attributes["precision_config"]))
+            attributes["precision_config"] = ir.ArrayAttr.get(precision[::-1])
+        result = ir.RankedTensorType.get(
+            shape_of(transpose.results[0].type), ir.ShapedType(op.results[0].type).element_type
+        )
+    swapped = ir.Operation.create(
+        "stablehlo.dot_general",
+        results=[result],
+        operands=list(op.operands)[::-1],
+        attributes=attributes,
+        loc=op.location,
+        ip=ip,
+    )
+    value = swapped.results[0]
+    convert = sole_user(op, "stablehlo.convert")
+    if convert is not None:
+        value = ir.Operation.create(
+            "stablehlo.convert",
+            results=[transpose.results[0].type],
+            operands=[value],
+            loc=convert.location,
+            ip=ip,
+        ).results[0]
+    transpose.results[0].replace_all_uses_with(value)
+    transpose.erase()
+    if convert is not None:
+        convert.erase()
+    op.erase()
+    return swapped
 
 
 def _swap_helps(op: ir.Operation, numbers: dict, ranks: list[int], moved: dict) -> bool:
