@@ -40,12 +40,23 @@ def heads_interleaved(q, k, v):
     return jnp.einsum("bhqk,bkhd->bqhd", p, v)
 
 
+def causal_heads_first(q, k, v):
+    """A decoder's masked attention as JAX writes it: the [S, S] mask made
+    from iotas (jnp.tril) and broadcast over batch and heads."""
+    s = q @ jnp.swapaxes(k, -1, -2) / 8
+    n = s.shape[-1]
+    s = jnp.where(jnp.tril(jnp.ones((n, n), bool)), s, -1e4)
+    return jax.nn.softmax(s, -1) @ v
+
+
 def reference(layout: str, q, k, v):
-    """float64 attention; `layout` is 'bhsd' or 'bshd'."""
+    """float64 attention; `layout` is 'bhsd', 'bshd' or 'bhsd causal'."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     if layout == "bshd":
         q, k, v = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
     s = q @ k.transpose(0, 1, 3, 2) / 8
+    if layout.endswith("causal"):
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -1e4)
     p = np.exp(s - s.max(-1, keepdims=True))
     out = (p / p.sum(-1, keepdims=True)) @ v
     return out.transpose(0, 2, 1, 3) if layout == "bshd" else out
@@ -71,6 +82,17 @@ CASES = {
         2e-3,
     ),
     "decode_bshd_bf16": (heads_interleaved, "bshd", (2, 1, 4, 32), (2, 96, 4, 32), BF16, 8e-3),
+    # batch 1: JAX's q @ k^T drops the unit batch dim and broadcasts it
+    # back (a view); k^T read from the argument (IREE folds it); the mask
+    # from iotas recomputed on the softmax's rows (hlo/index_broadcasts.py)
+    "causal_bhsd_f32": (
+        causal_heads_first,
+        "bhsd causal",
+        (1, 4, 128, 32),
+        (1, 4, 128, 32),
+        np.float32,
+        1e-5,
+    ),
 }
 
 

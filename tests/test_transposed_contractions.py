@@ -86,7 +86,8 @@ def test_a_transposed_result_swaps_the_operands(element, tmp_path):
     module = ir.Module.parse(text, ir.Context())
     log = dot_layouts.rewrite_function(module.body.operations[0].operation)
     assert any("operands swapped, which puts" in line for line in log), log
-    assert any("lhs and rhs read through its transpose" in line for line in log), log
+    for side in ("lhs", "rhs"):
+        assert any(f"{side} read through its transpose (in matmul" in line for line in log), log
     convert = "CHECK: stablehlo.convert %[[P]]" if element != "f32" else ""
     filecheck(
         str(module),
@@ -145,3 +146,55 @@ def test_programs_on_lavapipe(name, tmp_path):
     got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
     want = reference(*args)
     assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want))
+
+
+RESHAPES = """func.func @main(%a: tensor<2x3x4xf32>) -> (tensor<24xf32>, tensor<2x3x4xf32>) {
+  %0 = stablehlo.reshape %a : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  %1 = stablehlo.reshape %0 : (tensor<6x4xf32>) -> tensor<24xf32>
+  %2 = stablehlo.reshape %a : (tensor<2x3x4xf32>) -> tensor<2x3x1x4xf32>
+  %3 = stablehlo.reshape %2 : (tensor<2x3x1x4xf32>) -> tensor<2x3x4xf32>
+  return %1, %3 : tensor<24xf32>, tensor<2x3x4xf32>
+}
+"""
+
+
+def test_chains_of_reshapes_fold(tmp_path):
+    """A reshape of a reshape reads the first one's operand; one back to
+    that operand's shape goes."""
+    module = ir.Module.parse(RESHAPES, ir.Context())
+    log = transpose_chains.rewrite_function(module.body.operations[0].operation)
+    assert len(log) == 2, log
+    filecheck(
+        str(module),
+        """
+CHECK: %[[R:.*]] = stablehlo.reshape %arg0 : (tensor<2x3x4xf32>) -> tensor<24xf32>
+CHECK-NOT: stablehlo.reshape
+CHECK: return %[[R]], %arg0
+""",
+        tmp_path,
+    )
+
+
+# jax.nn.dot_product_attention's p @ v: p as [1, B, N, T, S], its leading
+# unit dim a free dim beside T.
+UNIT_FREE = """func.func @main(%p: tensor<1x2x4x8x8xf32>, %v: tensor<2x8x4x16xf32>) -> tensor<2x4x16x1x8xf32> {
+  %0 = stablehlo.dot_general %v, %p, batching_dims = [0, 2] x [1, 2], contracting_dims = [1] x [4] : (tensor<2x8x4x16xf32>, tensor<1x2x4x8x8xf32>) -> tensor<2x4x16x1x8xf32>
+  return %0 : tensor<2x4x16x1x8xf32>
+}
+"""
+
+
+def test_unit_free_dims_beside_others_are_viewed_away(tmp_path):
+    module = ir.Module.parse(UNIT_FREE, ir.Context())
+    log = dot_layouts.rewrite_function(module.body.operations[0].operation)
+    assert any("free dims of extent 1 beside others dropped" in line for line in log), log
+    filecheck(
+        str(module),
+        """
+CHECK: %[[P:.*]] = stablehlo.reshape %arg0 : (tensor<1x2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+CHECK: stablehlo.dot_general {{.*}}%[[P]]
+CHECK-SAME: tensor<2x4x
+CHECK: stablehlo.reshape {{.*}} -> tensor<2x4x16x1x8xf32>
+""",
+        tmp_path,
+    )

@@ -135,6 +135,8 @@ def _view_as_rows(plan: FusionPlan, withheld: dict[str, str]) -> list[str]:
             if not refused_softmax and group.kind != "row-reduction":
                 continue
             why, spaces = rows.refusal(graph, group)
+            if why and refused_softmax:
+                log.append(f"{graph.name}: {group.name}: not rewritten on rows: {why}")
             if why is None and (refused_softmax or rows.has_epilogue(graph, group, spaces)):
                 rows.view_as_rows(graph, group, spaces)
                 log.append(

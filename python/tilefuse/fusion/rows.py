@@ -28,7 +28,7 @@ import math
 
 from iree.compiler import ir
 
-from ..hlo.ops import shape_of
+from ..hlo.ops import element_type, shape_of, try_cast
 from .graph import FuncGraph
 from .groups import Group, reduce_dims
 
@@ -93,17 +93,21 @@ def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]
         if node.cls == "reduce":
             if len(node.op.operands) != 2:
                 return "a variadic reduce", None
-        elif node.name == "stablehlo.broadcast_in_dim":
+        elif node.name == "stablehlo.broadcast_in_dim" and not _is_view(node):
             dims = node.ints("broadcast_dimensions")
             if _broadcast_dims(node.operand_shapes[0], dims, spaces) is None:
                 return f"a broadcast of {node.operand_shapes[0]} along {dims}", None
         elif node.cls == "constant":
             if not node.is_splat_constant:
                 return "a constant that is not a splat", None
-        elif node.cls != "elementwise" and node.name != "stablehlo.reshape":
+        elif node.name == "stablehlo.iota":
+            why = _iota_refusal(node, spaces)
+            if why:
+                return why, None
+        elif node.cls != "elementwise" and not _is_view(node):
             return f"{node.name} in the group", None
         shapes = [shape_of(r.type) for r in node.op.results]
-        if node.name == "stablehlo.reshape":
+        if _is_view(node):
             # A view of any shape onto a space, or of a space onto any shape
             # (the reduced values as [N, 1]); the latter's readers in the
             # group are refused by their own shapes.
@@ -114,6 +118,63 @@ def refusal(graph: FuncGraph, group: Group) -> tuple[str | None, _Spaces | None]
         if any(spaces.collapsed(s) is None for s in shapes):
             return f"{node.name} on a shape of neither the rows nor the reduced space", None
     return None, spaces
+
+
+def _is_view(node) -> bool:
+    """A reshape, or a broadcast that only inserts dims of extent 1 (JAX's
+    [B*H, S, S] scores as [1, B*H, S, S]): both view the same elements."""
+    if node.name == "stablehlo.reshape":
+        return True
+    if node.name != "stablehlo.broadcast_in_dim" or node.shape is None:
+        return False
+    dims = node.ints("broadcast_dimensions")
+    return dims == sorted(dims) and math.prod(node.shape) == math.prod(node.operand_shapes[0])
+
+
+def _iota_refusal(node, spaces: _Spaces) -> str | None:
+    """Why an iota of the group has no form on the collapsed rows, or None.
+    Along a kept dim it is the row number divided by the extent of the kept
+    dims after it, modulo its own extent (a causal mask's query index over
+    [B, H, S, S]); along the one reduced dim it is the column."""
+    if try_cast(ir.IntegerType, element_type(node.result_type())) is None:
+        return "an iota that is not of integers"
+    along = ir.IntegerAttr(node.op.attributes["iota_dimension"]).value
+    if node.shape not in (spaces.row, spaces.lead):
+        return "an iota on a shape of neither the rows nor the reduced space"
+    if along >= len(spaces.lead) and len(spaces.inner) != 1:
+        return "an iota along one of several reduced dims"
+    return None
+
+
+def _iota_on_rows(node, spaces: _Spaces, ip: ir.InsertionPoint, loc) -> ir.Value:
+    """The group's iota on the collapsed shape (see _iota_refusal)."""
+    shape = spaces.collapsed(node.shape)
+    result = node.result_type()
+    along = ir.IntegerAttr(node.op.attributes["iota_dimension"]).value
+    collapsed = _tensor(shape, element_type(result))
+
+    def create(name, operands, **attributes):
+        return ir.Operation.create(
+            name, results=[collapsed], operands=operands, attributes=attributes, loc=loc, ip=ip
+        ).results[0]
+
+    def splat(n: int) -> ir.Value:
+        value = ir.DenseElementsAttr.get_splat(
+            collapsed, ir.IntegerAttr.get(element_type(result), n)
+        )
+        return create("stablehlo.constant", [], value=value)
+
+    kept = len(spaces.lead)
+    index_type = ir.IntegerType.get_signless(64)
+    if along >= kept:
+        return create("stablehlo.iota", [], iota_dimension=ir.IntegerAttr.get(index_type, 1))
+    row = create("stablehlo.iota", [], iota_dimension=ir.IntegerAttr.get(index_type, 0))
+    after = math.prod(spaces.lead[along + 1 :])
+    if after > 1:
+        row = create("stablehlo.divide", [row, splat(after)])
+    if along > 0:
+        row = create("stablehlo.remainder", [row, splat(spaces.lead[along])])
+    return row
 
 
 def has_epilogue(graph: FuncGraph, group: Group, spaces: _Spaces) -> bool:
@@ -164,14 +225,18 @@ def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
         node = graph.nodes[i]
         op = node.op
         operands = []
+        if op.name == "stablehlo.iota":
+            mapped[op.results[0]] = _iota_on_rows(node, spaces, ir.InsertionPoint(op), op.location)
+            old_ops.append((node, op))
+            continue
         for v, p in zip(op.operands, node.producers):
             if p in members:
                 operands.append(mapped[v])
                 continue
             shape = shape_of(v.type)
             target = spaces.collapsed(shape)
-            if op.name == "stablehlo.reshape" or target == shape:
-                operands.append(v)  # a reshape views it on the collapsed shape itself
+            if _is_view(node) or target == shape:
+                operands.append(v)  # a view views it on the collapsed shape itself
             else:
                 operands.append(_reshape(v, target, op))
         # A reshape out of the spaces keeps its result shape.
@@ -182,11 +247,12 @@ def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
             )
             for r in op.results
         ]
+        view = _is_view(node)
         new = ir.Operation.create(
-            op.name,
+            "stablehlo.reshape" if view else op.name,
             results=types,
             operands=operands,
-            attributes=_attributes(node, spaces, types[0] if types else None),
+            attributes={} if view else _attributes(node, spaces, types[0] if types else None),
             regions=len(op.regions),
             loc=op.location,
             ip=ir.InsertionPoint(op),

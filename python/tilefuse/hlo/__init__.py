@@ -3,7 +3,9 @@
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
-    transpose_chains.py a transpose of a transpose composed into one (or none)
+    index_broadcasts.py a broadcast of an iota computation (a causal mask) computed at its shape
+    transpose_chains.py a transpose of a transpose composed into one (or none), reshapes
+                  likewise; again after dot_layouts, which views unit dims away and back
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
     unit_transposes.py transposes that move only extent-1 dims as reshapes; a reshape
                   dropping extent-1 dims moved before its transpose
@@ -39,6 +41,7 @@ from . import (
     column_splits,
     dot_layouts,
     fold_scalars,
+    index_broadcasts,
     matrix_vectors,
     minmax,
     negated_sums,
@@ -78,6 +81,9 @@ FUNCTION_REWRITES = (
     FunctionRewrite("fold_scalars", lambda t: True, _any_target(fold_scalars.rewrite_function)),
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
     FunctionRewrite(
+        "index_broadcasts", lambda t: t.is_gpu, _any_target(index_broadcasts.rewrite_function)
+    ),
+    FunctionRewrite(
         "transpose_chains", lambda t: True, _any_target(transpose_chains.rewrite_function)
     ),
     FunctionRewrite("unit_reduces", lambda t: True, _any_target(unit_reduces.rewrite_function)),
@@ -90,6 +96,11 @@ FUNCTION_REWRITES = (
     ),
     FunctionRewrite("matrix_vectors", lambda t: t.is_gpu, matrix_vectors.rewrite_function),
     FunctionRewrite("dot_layouts", lambda t: t.is_gpu, _any_target(dot_layouts.rewrite_function)),
+    FunctionRewrite(
+        "transpose_chains_again",
+        lambda t: t.is_gpu,
+        _any_target(transpose_chains.rewrite_function),
+    ),
     FunctionRewrite("batch_dims", lambda t: t.is_gpu, _any_target(batch_dims.rewrite_function)),
     FunctionRewrite("argminmax", lambda t: t.is_gpu, _any_target(argminmax.rewrite_function)),
     FunctionRewrite(

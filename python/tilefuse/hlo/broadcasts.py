@@ -28,7 +28,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op, walk
-from .ops import ELEMENTWISE, element_type, shape_of
+from .ops import ELEMENTWISE, element_type, replace_by_reshape, shape_of
 
 BROADCAST = "stablehlo.broadcast_in_dim"
 
@@ -39,8 +39,32 @@ def _dims(op: ir.Operation) -> list[int]:
 
 def rewrite_function(func: ir.Operation) -> list[str]:
     """Sink keepdims broadcasts below elementwise ops, then fold every
-    broadcast of a broadcast in `func`, in place; one log line per change."""
-    return sink_keepdims(func) + fold_chains(func)
+    broadcast of a broadcast in `func`, then make keepdims broadcasts of
+    products reshapes, in place; one log line per change."""
+    return sink_keepdims(func) + fold_chains(func) + products_viewed(func)
+
+
+CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
+
+
+def products_viewed(func: ir.Operation) -> list[str]:
+    """A keepdims broadcast of a contraction's result (or of its convert:
+    hlo/wide_accumulators.py's) as the reshape it is. JAX restores a batch
+    dim of 1 after a batched product ([4, 128, 32] -> [1, 4, 128, 32]); as
+    a broadcast it is an index op no contraction group takes, a dispatch of
+    its own that copies the result; a reshape at a group's edge IREE folds
+    into the store."""
+    log = []
+    for op in [op for op in walk(func) if op.name == BROADCAST and _keepdims(op)]:
+        producer = defining_op(op.operands[0])
+        if producer is not None and producer.name == "stablehlo.convert":
+            producer = defining_op(producer.operands[0])
+        if producer is None or producer.name not in CONTRACTIONS:
+            continue
+        where = location_text(op.location)
+        replace_by_reshape(op)
+        log.append(f"broadcast at {where} only adds unit dims to a product: a reshape")
+    return log
 
 
 def _keepdims(op: ir.Operation) -> bool:

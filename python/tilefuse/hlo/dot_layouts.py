@@ -42,7 +42,11 @@ tilefuse softmax kernel, and copied p in a dispatch of its own (one more
 than plain IREE). Swapped, p is read as stored and v, an argument, is
 transposed by IREE as it was before.
 
-Before any of this, two forms JAX's gradients write are undone:
+Before any of this, forms JAX writes are undone:
+
+- free dims of extent 1 beside other free dims are viewed away (a reshape
+  of the operand, and of the result back): jax.nn.dot_product_attention's
+  p as [1, B, N, T, S] has two free dims, which no rule here takes;
 
 - a transpose that swaps the result's lhs and rhs free dims (the batch dims
   in place) is dot_general(rhs, lhs): `(a.T @ b.T).T` is `b @ a`. The
@@ -68,6 +72,7 @@ from .ops import (
     op_class,
     shape_of,
     sole_user,
+    view_back,
 )
 from .transpose_chains import permutation
 from .unit_transposes import moves_only_unit_dims
@@ -149,16 +154,16 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     ]
     for op in dots:
         where = location_text(op.location)
+        if _unit_free_dims(op):
+            with op.location:
+                op = _drop_unit_free_dims(op)
+            log.append(f"dot_general at {where}: {UNIT_FREE_WHY}")
         transpose = _transposed_result(op)
         if transpose is not None and _swap_pays(op):
             op = _swap_into(op, transpose)
             log.append(f"dot_general at {where}: operands swapped, {ABSORBED_WHY}")
-        folded = _read_through_transposes(op)
-        if folded:
-            log.append(
-                f"dot_general at {where}: {' and '.join(folded)} read through its transpose "
-                "(in matmul layout as stored)"
-            )
+        for side, why in _read_through_transposes(op):
+            log.append(f"dot_general at {where}: {side} read through its transpose ({why})")
         numbers = dot_numbers(op)
         if len(numbers["lhs_contracting_dimensions"]) != 1:
             continue
@@ -202,6 +207,81 @@ def rewrite_function(func: ir.Operation) -> list[str]:
 
 
 SWAPPED_WHY = "computed here, is then read in matmul layout; the lhs is an argument"
+UNIT_FREE_WHY = "free dims of extent 1 beside others dropped (viewed away, and back after it)"
+
+
+def _unit_free_dims(op: ir.Operation) -> list[list[int]]:
+    """Per operand, its free dims of extent 1 where it has other free dims
+    (jax.nn.dot_product_attention's [1, B, N, T, S] probabilities); [] for
+    none. A side whose free dims are all of extent 1 is a vector
+    (hlo/matrix_vectors.py's) and keeps them."""
+    numbers = dot_numbers(op)
+    found = []
+    for side, value in zip(("lhs", "rhs"), op.operands):
+        shape = shape_of(value.type)
+        bound = numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
+        free = [d for d in range(len(shape)) if d not in bound]
+        unit = [d for d in free if shape[d] == 1]
+        found.append(unit if len(unit) < len(free) else [])
+    return found if any(found) else []
+
+
+def _drop_unit_free_dims(op: ir.Operation) -> ir.Operation:
+    """`op` on its operands without the dims _unit_free_dims names, its
+    result reshaped back; returns the new dot_general."""
+    ip = ir.InsertionPoint(op)
+    numbers = dot_numbers(op)
+    dropped = _unit_free_dims(op)
+    operands, kept_numbers = [], {}
+    for side, value, gone in zip(("lhs", "rhs"), op.operands, dropped):
+        shape = shape_of(value.type)
+        kept = [d for d in range(len(shape)) if d not in gone]
+        for kind in ("batching", "contracting"):
+            key = f"{side}_{kind}_dimensions"
+            kept_numbers[key] = [kept.index(d) for d in numbers[key]]
+        if gone:
+            element = ir.ShapedType(value.type).element_type
+            viewed = ir.RankedTensorType.get([shape[d] for d in kept], element)
+            value = ir.Operation.create(
+                "stablehlo.reshape", results=[viewed], operands=[value], loc=op.location, ip=ip
+            ).results[0]
+        operands.append(value)
+    result = op.results[0].type
+    out = [extent for extent in shape_of(result)]
+    batch = len(numbers["lhs_batching_dimensions"])
+    free_lhs, _ = (len(f) for f in dot_free_extents(op))
+    lhs_free = [
+        d
+        for d in range(len(shape_of(op.operands[0].type)))
+        if d not in (numbers["lhs_batching_dimensions"] + numbers["lhs_contracting_dimensions"])
+    ]
+    rhs_free = [
+        d
+        for d in range(len(shape_of(op.operands[1].type)))
+        if d not in (numbers["rhs_batching_dimensions"] + numbers["rhs_contracting_dimensions"])
+    ]
+    keep_out = (
+        list(range(batch))
+        + [batch + i for i, d in enumerate(lhs_free) if d not in dropped[0]]
+        + [batch + free_lhs + i for i, d in enumerate(rhs_free) if d not in dropped[1]]
+    )
+    attributes = {name: op.attributes[name] for name in op.attributes}
+    attributes["dot_dimension_numbers"] = dot_numbers_attr(kept_numbers)
+    new = ir.Operation.create(
+        "stablehlo.dot_general",
+        results=[
+            ir.RankedTensorType.get([out[d] for d in keep_out], ir.ShapedType(result).element_type)
+        ],
+        operands=operands,
+        attributes=attributes,
+        loc=op.location,
+        ip=ip,
+    )
+    view_back(op, new.results[0], ip)
+    op.erase()
+    return new
+
+
 ABSORBED_WHY = "which puts the result's free dims in the order a transpose of it wanted"
 
 
@@ -250,10 +330,13 @@ def _swap_pays(op: ir.Operation) -> bool:
     )
 
 
-def _through(value: ir.Value, numbers: dict[str, list[int]], side: str):
+def _through(value: ir.Value, numbers: dict[str, list[int]], side: str, plain_only: bool = True):
     """(the source of a transpose producing operand `value`, the dot's
-    numbers reading it instead) if that source is in matmul layout and its
-    free dims keep their order (so the result is the same); else None."""
+    numbers reading it instead) if its free dims keep their order (so the
+    result is the same) and that source is in matmul layout (or, unless
+    `plain_only`, an argument or a reshape of one: IREE folds the
+    transposition into the contraction, as it would have folded the
+    transpose); else None."""
     transpose = defining_op(value)
     if transpose is None or transpose.name != "stablehlo.transpose":
         return None
@@ -266,33 +349,43 @@ def _through(value: ir.Value, numbers: dict[str, list[int]], side: str):
     read = dict(numbers)
     read[batching] = [perm[d] for d in numbers[batching]]
     read[contracting] = [perm[d] for d in numbers[contracting]]
-    if plain_order(read, len(perm), side) != list(range(len(perm))):
+    plain = plain_order(read, len(perm), side) == list(range(len(perm)))
+    argument = _an_argument(transpose.operands[0]) and _single_use(value)
+    if not plain and (plain_only or not argument):
         return None
     return transpose.operands[0], read
 
 
-def _read_through_transposes(op: ir.Operation) -> list[str]:
-    """Make `op` read each operand that a transpose out of matmul layout
-    produces from that transpose's source, in place; the sides it did. The
-    transpose goes if nothing else reads it. (JAX's grad of x @ W.T writes
-    W.T and x.T; IREE folds such a transpose into the contraction, where
-    here it would be a dispatch of its own.)"""
+def _an_argument(value: ir.Value) -> bool:
+    """`value` is a function argument, or a reshape of one (a view)."""
+    while (op := defining_op(value)) is not None:
+        if op.name != "stablehlo.reshape":
+            return False
+        value = op.operands[0]
+    return True
+
+
+def _read_through_transposes(op: ir.Operation) -> list[tuple[str, str]]:
+    """Make `op` read each operand a transpose produces from that
+    transpose's source where `_through` allows, in place; the sides it did
+    and why.
+    The transpose goes if nothing else reads it. (JAX's grad of x @ W.T
+    writes W.T and x.T, attention k.T; IREE folds such a transpose into the
+    contraction, where the planner would give it a dispatch of its own.)"""
     done = []
     for i, side in enumerate(("lhs", "rhs")):
-        numbers = dot_numbers(op)
-        rank = len(shape_of(op.operands[i].type))
-        if plain_order(numbers, rank, side) == list(range(rank)):
-            continue
-        through = _through(op.operands[i], numbers, side)
+        through = _through(op.operands[i], dot_numbers(op), side, plain_only=False)
         if through is None:
             continue
+        plain = _through(op.operands[i], dot_numbers(op), side) is not None
+        why = "in matmul layout as stored" if plain else "an argument: IREE folds the transposition"
         transpose = defining_op(op.operands[i])
         op.operands[i] = through[0]
         with op.context:
             op.attributes["dot_dimension_numbers"] = dot_numbers_attr(through[1])
         if not any(True for _ in transpose.results[0].uses):
             transpose.erase()
-        done.append(side)
+        done.append((side, why))
     return done
 
 

@@ -7,7 +7,11 @@ each transpose a dispatch of its own: a copy of the whole tensor each. The
 two are one transpose (`perm = first[second]`), and none at all where they
 cancel. A transpose whose permutation is the identity goes too.
 
-The inner transpose stays where it has other readers.
+The inner transpose stays where it has other readers. Reshapes chain the
+same way (a reshape of a reshape is one reshape; one to its operand's own
+shape goes): the contraction rewrites view unit dims away and back
+(hlo/dot_layouts.py), and the transposes they leave meet once the views
+between them are gone, so this rewrite runs again after them.
 """
 
 from iree.compiler import ir
@@ -51,17 +55,39 @@ def _compose(op: ir.Operation) -> str | None:
     return done
 
 
+def _fold_reshape(op: ir.Operation) -> str | None:
+    """Read `op` (a reshape) from the source of a reshape producing its
+    operand, or drop it if it keeps its operand's shape; what it did, or
+    None."""
+    inner = defining_op(op.operands[0])
+    if inner is not None and inner.name == "stablehlo.reshape":
+        op.operands[0] = inner.operands[0]
+        if not any(True for _ in inner.results[0].uses):
+            inner.erase()
+        done = "folded with the reshape before it"
+    else:
+        done = None
+    if op.operands[0].type == op.results[0].type:
+        op.results[0].replace_all_uses_with(op.operands[0])
+        op.erase()
+        return "keeps its operand's shape: removed"
+    return done
+
+
 def rewrite_function(func: ir.Operation) -> list[str]:
-    """Compose every chain of transposes of `func` in place (in program
-    order, so a chain of any length ends as one transpose); one log line
-    each."""
+    """Compose every chain of transposes and of reshapes of `func` in place
+    (in program order, so a chain of any length ends as one op); one log
+    line each."""
     log = []
     for op in [o.operation for o in func.regions[0].blocks[0].operations]:
-        if op.name != "stablehlo.transpose":
+        where, name = location_text(op.location), op.name.removeprefix("stablehlo.")
+        if op.name == "stablehlo.reshape":
+            done = _fold_reshape(op)
+        elif op.name == "stablehlo.transpose":
+            with op.location:
+                done = _compose(op)
+        else:
             continue
-        where = location_text(op.location)
-        with op.location:
-            done = _compose(op)
         if done:
-            log.append(f"transpose at {where} {done}")
+            log.append(f"{name} at {where} {done}")
     return log
