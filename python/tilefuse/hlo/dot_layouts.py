@@ -211,11 +211,16 @@ UNIT_FREE_WHY = "free dims of extent 1 beside others dropped (viewed away, and b
 
 
 def _unit_free_dims(op: ir.Operation) -> list[list[int]]:
-    """Per operand, its free dims of extent 1 where it has other free dims
-    (jax.nn.dot_product_attention's [1, B, N, T, S] probabilities); [] for
-    none. A side whose free dims are all of extent 1 is a vector
-    (hlo/matrix_vectors.py's) and keeps them."""
+    """Per operand of a batched product, its free dims of extent 1 where it
+    has other free dims (jax.nn.dot_product_attention's [1, B, N, T, S]
+    probabilities); [] for none. A side whose free dims are all of extent 1
+    is a vector (hlo/matrix_vectors.py's) and keeps them. An unbatched
+    product keeps them too: IREE collapses its free dims itself (x[1, S, D]
+    @ w: the planner leaves it to IREE with its epilogue, which a reshape
+    here would cut off)."""
     numbers = dot_numbers(op)
+    if not numbers["lhs_batching_dimensions"]:
+        return []
     found = []
     for side, value in zip(("lhs", "rhs"), op.operands):
         shape = shape_of(value.type)
