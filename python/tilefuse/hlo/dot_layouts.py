@@ -210,6 +210,12 @@ SWAPPED_WHY = "computed here, is then read in matmul layout; the lhs is an argum
 UNIT_FREE_WHY = "free dims of extent 1 beside others dropped (viewed away, and back after it)"
 
 
+def _free(numbers: dict[str, list[int]], side: str, rank: int) -> list[int]:
+    """The free dims of operand `side`: neither batching nor contracting."""
+    bound = numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
+    return [d for d in range(rank) if d not in bound]
+
+
 def _unit_free_dims(op: ir.Operation) -> list[list[int]]:
     """Per operand of a batched product, its free dims of extent 1 where it
     has other free dims (jax.nn.dot_product_attention's [1, B, N, T, S]
@@ -224,8 +230,7 @@ def _unit_free_dims(op: ir.Operation) -> list[list[int]]:
     found = []
     for side, value in zip(("lhs", "rhs"), op.operands):
         shape = shape_of(value.type)
-        bound = numbers[f"{side}_batching_dimensions"] + numbers[f"{side}_contracting_dimensions"]
-        free = [d for d in range(len(shape)) if d not in bound]
+        free = _free(numbers, side, len(shape))
         unit = [d for d in free if shape[d] == 1]
         found.append(unit if len(unit) < len(free) else [])
     return found if any(found) else []
@@ -236,47 +241,32 @@ def _drop_unit_free_dims(op: ir.Operation) -> ir.Operation:
     result reshaped back; returns the new dot_general."""
     ip = ir.InsertionPoint(op)
     numbers = dot_numbers(op)
-    dropped = _unit_free_dims(op)
-    operands, kept_numbers = [], {}
-    for side, value, gone in zip(("lhs", "rhs"), op.operands, dropped):
+    operands, kept_numbers, shapes = [], {}, []
+    for side, value, gone in zip(("lhs", "rhs"), op.operands, _unit_free_dims(op)):
         shape = shape_of(value.type)
         kept = [d for d in range(len(shape)) if d not in gone]
         for kind in ("batching", "contracting"):
             key = f"{side}_{kind}_dimensions"
             kept_numbers[key] = [kept.index(d) for d in numbers[key]]
+        shapes.append([shape[d] for d in kept])
         if gone:
             element = ir.ShapedType(value.type).element_type
-            viewed = ir.RankedTensorType.get([shape[d] for d in kept], element)
+            viewed = ir.RankedTensorType.get(shapes[-1], element)
             value = ir.Operation.create(
                 "stablehlo.reshape", results=[viewed], operands=[value], loc=op.location, ip=ip
             ).results[0]
         operands.append(value)
-    result = op.results[0].type
-    out = [extent for extent in shape_of(result)]
-    batch = len(numbers["lhs_batching_dimensions"])
-    free_lhs, _ = (len(f) for f in dot_free_extents(op))
-    lhs_free = [
-        d
-        for d in range(len(shape_of(op.operands[0].type)))
-        if d not in (numbers["lhs_batching_dimensions"] + numbers["lhs_contracting_dimensions"])
-    ]
-    rhs_free = [
-        d
-        for d in range(len(shape_of(op.operands[1].type)))
-        if d not in (numbers["rhs_batching_dimensions"] + numbers["rhs_contracting_dimensions"])
-    ]
-    keep_out = (
-        list(range(batch))
-        + [batch + i for i, d in enumerate(lhs_free) if d not in dropped[0]]
-        + [batch + free_lhs + i for i, d in enumerate(rhs_free) if d not in dropped[1]]
-    )
+    # The result's dims: batch, then lhs free, then rhs free.
+    lhs, rhs = shapes
+    out = [lhs[d] for d in kept_numbers["lhs_batching_dimensions"]]
+    out += [lhs[d] for d in _free(kept_numbers, "lhs", len(lhs))]
+    out += [rhs[d] for d in _free(kept_numbers, "rhs", len(rhs))]
     attributes = {name: op.attributes[name] for name in op.attributes}
     attributes["dot_dimension_numbers"] = dot_numbers_attr(kept_numbers)
+    element = ir.ShapedType(op.results[0].type).element_type
     new = ir.Operation.create(
         "stablehlo.dot_general",
-        results=[
-            ir.RankedTensorType.get([out[d] for d in keep_out], ir.ShapedType(result).element_type)
-        ],
+        results=[ir.RankedTensorType.get(out, element)],
         operands=operands,
         attributes=attributes,
         loc=op.location,
@@ -347,8 +337,7 @@ def _through(value: ir.Value, numbers: dict[str, list[int]], side: str, plain_on
         return None
     perm = permutation(transpose)
     batching, contracting = (f"{side}_{kind}_dimensions" for kind in ("batching", "contracting"))
-    bound = set(numbers[batching] + numbers[contracting])
-    free = [perm[d] for d in range(len(perm)) if d not in bound]
+    free = [perm[d] for d in _free(numbers, side, len(perm))]
     if free != sorted(free):
         return None
     read = dict(numbers)
