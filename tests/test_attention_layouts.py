@@ -52,14 +52,14 @@ def causal_heads_first(q, k, v):
 def reference(layout: str, q, k, v):
     """float64 attention; `layout` is 'bhsd', 'bshd' or 'bhsd causal'."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
-    if layout == "bshd":
+    if layout.startswith("bshd"):
         q, k, v = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
     s = q @ k.transpose(0, 1, 3, 2) / 8
     if layout.endswith("causal"):
         s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -1e4)
     p = np.exp(s - s.max(-1, keepdims=True))
     out = (p / p.sum(-1, keepdims=True)) @ v
-    return out.transpose(0, 2, 1, 3) if layout == "bshd" else out
+    return out.transpose(0, 2, 1, 3) if layout.startswith("bshd") else out
 
 
 CASES = {
@@ -90,6 +90,17 @@ CASES = {
         "bhsd causal",
         (1, 4, 128, 32),
         (1, 4, 128, 32),
+        np.float32,
+        1e-5,
+    ),
+    # JAX's own API (scale 1/sqrt(64) = 1/8): its scores move a unit dim
+    # ([B, N, T, 1, S], then [1, B, N, T, S]) around the scale, which
+    # hlo/transpose_chains.py sinks so that the softmax group takes it
+    "dot_product_attention_causal_f32": (
+        lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True),
+        "bshd causal",
+        (2, 17, 4, 64),
+        (2, 17, 4, 64),
         np.float32,
         1e-5,
     ),

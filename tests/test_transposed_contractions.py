@@ -204,3 +204,31 @@ CHECK: stablehlo.dot_general %arg2, %arg3, contracting_dims = [2] x [0]
 """,
         tmp_path,
     )
+
+
+# jax.nn.dot_product_attention's scores: [B, N, T, 1, S] scaled, then viewed
+# as [1, B, N, T, S]; the scale between two unit-dim reshapes.
+UNIT_VIEWS = """func.func @main(%s: tensor<2x4x8x8xf32>) -> tensor<1x2x4x8x8xf32> {
+  %0 = stablehlo.reshape %s : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x1x8xf32>
+  %c = stablehlo.constant dense<0.25> : tensor<f32>
+  %b = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<f32>) -> tensor<2x4x8x1x8xf32>
+  %1 = stablehlo.multiply %0, %b : tensor<2x4x8x1x8xf32>
+  %2 = stablehlo.reshape %1 : (tensor<2x4x8x1x8xf32>) -> tensor<1x2x4x8x8xf32>
+  return %2 : tensor<1x2x4x8x8xf32>
+}
+"""
+
+
+def test_unit_dim_reshapes_sink_below_elementwise_ops_and_fold(tmp_path):
+    module = ir.Module.parse(UNIT_VIEWS, ir.Context())
+    log = transpose_chains.rewrite_function(module.body.operations[0].operation)
+    assert any("computed before the unit-dim reshape" in line for line in log), log
+    filecheck(
+        str(module),
+        """
+CHECK: %[[M:.*]] = stablehlo.multiply %arg0, %{{.*}} : tensor<2x4x8x8xf32>
+CHECK-NEXT: %[[R:.*]] = stablehlo.reshape %[[M]] : (tensor<2x4x8x8xf32>) -> tensor<1x2x4x8x8xf32>
+CHECK-NEXT: return %[[R]]
+""",
+        tmp_path,
+    )

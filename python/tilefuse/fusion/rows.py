@@ -47,7 +47,10 @@ class _Spaces:
 
     def collapsed(self, shape: list[int] | None) -> list[int] | None:
         """The collapsed shape (a scalar stays one), or None for a shape of
-        neither space."""
+        neither space. Another shape of the same elements is one of the
+        space too where its rows line up: [4, 200] and [4, 1, 200] are
+        [1, 4, 1, 200]'s rows (JAX's batch dim of 1 dropped and restored
+        around a decode step's product)."""
         if shape == self.row:
             return [self.rows, self.n]
         if shape == self.lead:
@@ -56,6 +59,14 @@ class _Spaces:
             return [self.n]
         if shape == []:
             return []
+        if shape is None:
+            return None
+        if math.prod(shape) == self.rows * self.n and any(
+            math.prod(shape[k:]) == self.n for k in range(len(shape) + 1)
+        ):
+            return [self.rows, self.n]
+        if math.prod(shape) == self.rows and self.n != 1:
+            return [self.rows]
         return None
 
 
@@ -248,6 +259,12 @@ def _rewrite(graph: FuncGraph, group: Group, spaces: _Spaces) -> None:
             for r in op.results
         ]
         view = _is_view(node)
+        if view and operands[0].type == types[0]:
+            # A view between two values of one collapsed shape is nothing
+            # there (a reshape kept in the group is one IREE cannot fold).
+            mapped[op.results[0]] = operands[0]
+            old_ops.append((node, op))
+            continue
         new = ir.Operation.create(
             "stablehlo.reshape" if view else op.name,
             results=types,
