@@ -34,8 +34,7 @@ PRODUCTS = """func.func @main(%x: tensor<1x64xbf16>, %w: tensor<96x64xbf16>, %v:
 
 def test_the_rewrite_reads_each_matrix_as_stored(tmp_path):
     """x @ W.T (W as [N, K]) becomes a row reduction over W, the transpose
-    gone (W viewed over the product's unit free dim by a reshape, which the
-    rows view reads through); (U^T) @ v with U as [K, N] becomes dot_general(v, U), a
+    gone; (U^T) @ v with U as [K, N] becomes dot_general(v, U), a
     vector-matrix product reading U as stored; a batched product with one
     batch dim and the matrix as B already is left, an integer one is no
     candidate, and M @ v, M an argument stored as [N, K], stays IREE's
@@ -51,7 +50,7 @@ def test_the_rewrite_reads_each_matrix_as_stored(tmp_path):
         str(module),
         """
 CHECK-NOT: stablehlo.transpose
-CHECK: %[[W:.*]] = stablehlo.reshape %arg1 : (tensor<96x64xbf16>) -> tensor<1x96x64xbf16>
+CHECK: %[[W:.*]] = stablehlo.broadcast_in_dim %arg1, dims = [1, 2] : (tensor<96x64xbf16>) -> tensor<1x96x64xbf16>
 CHECK: %[[WF:.*]] = stablehlo.convert %[[W]] : (tensor<1x96x64xbf16>) -> tensor<1x96x64xf32>
 CHECK: %[[X:.*]] = stablehlo.reshape %arg0 : (tensor<1x64xbf16>) -> tensor<64xbf16>
 CHECK: %[[XB:.*]] = stablehlo.broadcast_in_dim %[[X]], dims = [2] : (tensor<64xbf16>) -> tensor<1x96x64xbf16>

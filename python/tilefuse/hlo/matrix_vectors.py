@@ -38,8 +38,6 @@ are (logged): products already in their form, and a vector whose dims are
 not in the dot's order. Integer and complex products are not candidates.
 """
 
-import math
-
 from iree.compiler import ir
 
 from ..frontend import location_text
@@ -278,15 +276,11 @@ def _template(op: ir.Operation, facts: dict) -> str:
             lines.append(f"%{name}_view = stablehlo.reshape %{name} : ({value_type}) -> {viewed}")
             name, value_type = f"{name}_view", viewed
         if shape != loops:
-            # A broadcast that adds only dims of extent 1 (the matrix under
-            # x[1, K]'s unit free dim) is written as the reshape it is: the
-            # rows view (fusion/rows.py) reads through a reshape.
             wide = tensor_text(loops, element)
-            if math.prod(shape) == math.prod(loops):
-                view = f"stablehlo.reshape %{name}"
-            else:
-                view = f"stablehlo.broadcast_in_dim %{name}, dims = [{', '.join(map(str, dims))}]"
-            lines.append(f"%{name}_b = {view} : ({value_type}) -> {wide}")
+            lines.append(
+                f"%{name}_b = stablehlo.broadcast_in_dim %{name}, dims = [{', '.join(map(str, dims))}]"
+                f" : ({value_type}) -> {wide}"
+            )
             name, value_type = f"{name}_b", wide
         if element != "f32":
             lines.append(
