@@ -196,3 +196,33 @@ def test_a_fused_producer_keeps_its_values_in_a_ragged_loop_tile():
     want = p / p.sum(-1, keepdims=True)
     assert not np.isnan(got).any()
     assert np.max(np.abs(got - want)) <= 2e-3 * np.max(np.abs(want))
+
+
+def gqa_decode(q, k, v):
+    """One decode step with grouped heads: q [B, 8, 1, D] against k and v
+    [B, 2, S, D], 4 query heads per key head, as JAX code writes it."""
+    b, h, t, d = q.shape
+    qg = q.reshape(b, k.shape[1], h // k.shape[1], t, d)
+    s = jnp.einsum("bgrtd,bgsd->bgrts", qg, k) / 8
+    p = jax.nn.softmax(s.astype(jnp.float32), -1).astype(q.dtype)
+    return jnp.einsum("bgrts,bgsd->bgrtd", p, v).reshape(b, h, t, d)
+
+
+def test_grouped_decode_keeps_its_softmax_on_a_tilefuse_kernel(tmp_path):
+    """The query's unit dim (one position) stays: viewed away, the reshape
+    back put the scale and the max keys outside the softmax group, which
+    IREE's codegen then ran. f16, tolerance 2e-3 of the largest output."""
+    rng = np.random.default_rng(0)
+    shapes = ((1, 8, 1, 64), (1, 2, 513, 64), (1, 2, 513, 64))
+    args = [rng.standard_normal(s).astype(np.float16) for s in shapes]
+    text = jax.jit(gqa_decode).lower(*args).as_text()
+    result = tilefuse.compile_program(text, "vulkan", statistics=True)
+    lines = [r.line() for r in result.reports]
+    assert [r.status for r in result.reports] == ["applied"] * len(lines), lines
+    assert result.scheduled_dispatches <= iree_dispatches(text, tmp_path), lines
+    got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
+    q, k, v = (a.astype(np.float64) for a in args)
+    s = np.einsum("bgrtd,bgsd->bgrts", q.reshape(1, 2, 4, 1, 64), k) / 8
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = np.einsum("bgrts,bgsd->bgrtd", p / p.sum(-1, keepdims=True), v).reshape(1, 8, 1, 64)
+    assert np.max(np.abs(got - want)) <= 2e-3 * np.max(np.abs(want))

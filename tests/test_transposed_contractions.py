@@ -177,13 +177,16 @@ CHECK: return %[[R]], %arg0
 
 # jax.nn.dot_product_attention's p @ v: p as [1, B, N, T, S], its leading
 # unit dim a free dim beside T.
-# An unbatched x[1, S, D] @ w keeps its unit dim: IREE collapses it with
-# the epilogue.
+# p computed (exp here, a softmax in attention) loses its unit dim; read
+# from an argument (a decode step's q as [B, G, R, 1, D]) it keeps it, and
+# so does an unbatched x[1, S, D] @ w: IREE collapses it with the epilogue.
 UNIT_FREE = """func.func @main(%p: tensor<1x2x4x8x8xf32>, %v: tensor<2x8x4x16xf32>, %x: tensor<1x8x16xf32>, %w: tensor<16x32xf32>)
-    -> (tensor<2x4x16x1x8xf32>, tensor<1x8x32xf32>) {
-  %0 = stablehlo.dot_general %v, %p, batching_dims = [0, 2] x [1, 2], contracting_dims = [1] x [4] : (tensor<2x8x4x16xf32>, tensor<1x2x4x8x8xf32>) -> tensor<2x4x16x1x8xf32>
+    -> (tensor<2x4x16x1x8xf32>, tensor<2x4x1x8x16xf32>, tensor<1x8x32xf32>) {
+  %e = stablehlo.exponential %p : tensor<1x2x4x8x8xf32>
+  %0 = stablehlo.dot_general %v, %e, batching_dims = [0, 2] x [1, 2], contracting_dims = [1] x [4] : (tensor<2x8x4x16xf32>, tensor<1x2x4x8x8xf32>) -> tensor<2x4x16x1x8xf32>
+  %u = stablehlo.dot_general %p, %v, batching_dims = [1, 2] x [0, 2], contracting_dims = [4] x [1] : (tensor<1x2x4x8x8xf32>, tensor<2x8x4x16xf32>) -> tensor<2x4x1x8x16xf32>
   %1 = stablehlo.dot_general %x, %w, contracting_dims = [2] x [0] : (tensor<1x8x16xf32>, tensor<16x32xf32>) -> tensor<1x8x32xf32>
-  return %0, %1 : tensor<2x4x16x1x8xf32>, tensor<1x8x32xf32>
+  return %0, %u, %1 : tensor<2x4x16x1x8xf32>, tensor<2x4x1x8x16xf32>, tensor<1x8x32xf32>
 }
 """
 
@@ -196,10 +199,12 @@ def test_unit_free_dims_beside_others_are_viewed_away(tmp_path):
     filecheck(
         str(module),
         """
-CHECK: %[[P:.*]] = stablehlo.reshape %arg0 : (tensor<1x2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+CHECK: %[[E:.*]] = stablehlo.exponential %arg0
+CHECK: %[[P:.*]] = stablehlo.reshape %[[E]] : (tensor<1x2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
 CHECK: stablehlo.dot_general {{.*}}%[[P]]
 CHECK-SAME: tensor<2x4x
 CHECK: stablehlo.reshape {{.*}} -> tensor<2x4x16x1x8xf32>
+CHECK: stablehlo.dot_general %arg0, %arg1, batching_dims = [1, 2] x [0, 2]
 CHECK: stablehlo.dot_general %arg2, %arg3, contracting_dims = [2] x [0]
 """,
         tmp_path,

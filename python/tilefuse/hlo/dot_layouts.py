@@ -220,10 +220,13 @@ def _unit_free_dims(op: ir.Operation) -> list[list[int]]:
     """Per operand of a batched product, its free dims of extent 1 where it
     has other free dims (jax.nn.dot_product_attention's [1, B, N, T, S]
     probabilities); [] for none. A side whose free dims are all of extent 1
-    is a vector (hlo/matrix_vectors.py's) and keeps them. An unbatched
-    product keeps them too: IREE collapses its free dims itself (x[1, S, D]
-    @ w: the planner leaves it to IREE with its epilogue, which a reshape
-    here would cut off)."""
+    is a vector (hlo/matrix_vectors.py's) and keeps them. So does an
+    argument (a decode step's q as [B, G, R, 1, D]): the reshape back after
+    the product would sit between the scores and their softmax, which then
+    left its scale and max keys to IREE (attn_decode_gqa_q1_f16: the softmax
+    on IREE's codegen). An unbatched product keeps them too: IREE collapses
+    its free dims itself (x[1, S, D] @ w: the planner leaves it to IREE with
+    its epilogue, which a reshape here would cut off)."""
     numbers = dot_numbers(op)
     if not numbers["lhs_batching_dimensions"]:
         return []
@@ -232,7 +235,7 @@ def _unit_free_dims(op: ir.Operation) -> list[list[int]]:
         shape = shape_of(value.type)
         free = _free(numbers, side, len(shape))
         unit = [d for d in free if shape[d] == 1]
-        found.append(unit if len(unit) < len(free) else [])
+        found.append(unit if len(unit) < len(free) and not _an_argument(value) else [])
     return found if any(found) else []
 
 
