@@ -176,7 +176,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             continue
         if _swap_helps(op, numbers, ranks, moved):
             with op.location:
-                op = _swap(op, numbers)
+                op = _swap(op)
             log.append(
                 f"dot_general at {where}: operands swapped (the rhs, {SWAPPED_WHY}), "
                 "the result transposed back"
@@ -294,16 +294,9 @@ def _transposed_result(op: ir.Operation) -> ir.Operation | None:
     transpose = sole_user(convert or op, "stablehlo.transpose")
     if transpose is None:
         return None
-    batch = len(dot_numbers(op)["lhs_batching_dimensions"])
-    free_lhs, free_rhs = (len(f) for f in dot_free_extents(op))
-    if not free_lhs or not free_rhs:
+    if not all(dot_free_extents(op)):
         return None
-    swapped = (
-        list(range(batch))
-        + list(range(batch + free_lhs, batch + free_lhs + free_rhs))
-        + list(range(batch, batch + free_lhs))
-    )
-    return transpose if permutation(transpose) == swapped else None
+    return transpose if permutation(transpose) == _swapped_order(op) else None
 
 
 def _in_layout_as_read(operands: list[ir.Value], numbers: dict[str, list[int]]) -> int:
@@ -390,24 +383,8 @@ def _swap_into(op: ir.Operation, transpose: ir.Operation) -> ir.Operation:
     """Replace `transpose(op)` (through `op`'s sole convert, if any) by
     dot_general(rhs, lhs), which computes the transposed result itself."""
     ip = ir.InsertionPoint(transpose)
-    numbers = dot_numbers(op)
-    attributes = {name: op.attributes[name] for name in op.attributes}
     with op.location:
-        attributes["dot_dimension_numbers"] = dot_numbers_attr(_swapped(numbers))
-        if "precision_config" in attributes:
-            precision = list(ir.ArrayAttr(attributes["precision_config"]))
-            attributes["precision_config"] = ir.ArrayAttr.get(precision[::-1])
-        result = ir.RankedTensorType.get(
-            shape_of(transpose.results[0].type), ir.ShapedType(op.results[0].type).element_type
-        )
-    swapped = ir.Operation.create(
-        "stablehlo.dot_general",
-        results=[result],
-        operands=list(op.operands)[::-1],
-        attributes=attributes,
-        loc=op.location,
-        ip=ip,
-    )
+        swapped = _swapped_dot(op, ip)
     value = swapped.results[0]
     convert = sole_user(op, "stablehlo.convert")
     if convert is not None:
@@ -445,35 +422,46 @@ def _swapped(numbers: dict[str, list[int]]) -> dict[str, list[int]]:
     return {key: numbers[swap[key[:3]] + key[3:]] for key in numbers}
 
 
-def _swap(op: ir.Operation, numbers: dict) -> ir.Operation:
-    """dot_general(rhs, lhs), then a transpose of its result into `op`'s
-    order (the free dims of lhs before those of rhs); returns the new
-    dot_general."""
-    ip = ir.InsertionPoint(op)
-    attributes = {name: op.attributes[name] for name in op.attributes}
-    attributes["dot_dimension_numbers"] = dot_numbers_attr(_swapped(numbers))
-    if "precision_config" in attributes:
-        precision = list(ir.ArrayAttr(attributes["precision_config"]))
-        attributes["precision_config"] = ir.ArrayAttr.get(precision[::-1])
-    shape = shape_of(op.results[0].type)
-    batch = len(numbers["lhs_batching_dimensions"])
+def _swapped_order(op: ir.Operation) -> list[int]:
+    """The result dims of dot_general(rhs, lhs) as dims of `op`'s result:
+    `op`'s are batch, lhs free, rhs free; swapped, batch, rhs free, lhs free."""
+    batch = len(dot_numbers(op)["lhs_batching_dimensions"])
     free_lhs, free_rhs = (len(f) for f in dot_free_extents(op))
-    # result dims: batch, lhs free, rhs free; swapped: batch, rhs free, lhs free
-    swapped_order = (
+    return (
         list(range(batch))
         + list(range(batch + free_lhs, batch + free_lhs + free_rhs))
         + list(range(batch, batch + free_lhs))
     )
+
+
+def _swapped_dot(op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
+    """dot_general(rhs, lhs) of `op`'s operands (its precisions swapped too),
+    created at `ip`; its result dims are _swapped_order's."""
+    attributes = {name: op.attributes[name] for name in op.attributes}
+    attributes["dot_dimension_numbers"] = dot_numbers_attr(_swapped(dot_numbers(op)))
+    if "precision_config" in attributes:
+        precision = list(ir.ArrayAttr(attributes["precision_config"]))
+        attributes["precision_config"] = ir.ArrayAttr.get(precision[::-1])
+    shape = shape_of(op.results[0].type)
     element = ir.ShapedType(op.results[0].type).element_type
-    swapped = ir.Operation.create(
+    return ir.Operation.create(
         "stablehlo.dot_general",
-        results=[ir.RankedTensorType.get([shape[d] for d in swapped_order], element)],
+        results=[ir.RankedTensorType.get([shape[d] for d in _swapped_order(op)], element)],
         operands=list(op.operands)[::-1],
         attributes=attributes,
         loc=op.location,
         ip=ip,
     )
-    back = [swapped_order.index(d) for d in range(len(shape))]
+
+
+def _swap(op: ir.Operation) -> ir.Operation:
+    """dot_general(rhs, lhs), then a transpose of its result into `op`'s
+    order (the free dims of lhs before those of rhs); returns the new
+    dot_general."""
+    ip = ir.InsertionPoint(op)
+    swapped = _swapped_dot(op, ip)
+    swapped_order = _swapped_order(op)
+    back = [swapped_order.index(d) for d in range(len(swapped_order))]
     user = sole_user(op, "stablehlo.transpose")
     if user is not None:
         # A transpose reads the result (a head merge): one transpose, not two.
