@@ -226,3 +226,42 @@ def test_grouped_decode_keeps_its_softmax_on_a_tilefuse_kernel(tmp_path):
     p = np.exp(s - s.max(-1, keepdims=True))
     want = np.einsum("bgrts,bgsd->bgrtd", p / p.sum(-1, keepdims=True), v).reshape(1, 8, 1, 64)
     assert np.max(np.abs(got - want)) <= 2e-3 * np.max(np.abs(want))
+
+
+def grouped_reference(q, k, v, bias=None):
+    """float64 attention of q [B, T, N, D] over k, v [B, S, K, D] (N = K x
+    groups: grouped-query heads), + bias [B, N, T, S], scale 1/sqrt(D)."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    groups = q.shape[2] // k.shape[2]
+    k, v = (np.repeat(a, groups, axis=2) for a in (k, v))
+    s = np.einsum("btnd,bsnd->bnts", q, k) / np.sqrt(q.shape[-1])
+    if bias is not None:
+        s = s + np.asarray(bias, np.float64)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bnts,bsnd->btnd", p / p.sum(-1, keepdims=True), v)
+
+
+@pytest.mark.parametrize(
+    "q_shape,kv_shape,bias",
+    [
+        ((1, 1, 4, 64), (1, 300, 4, 64), False),  # a decode step
+        ((1, 33, 8, 32), (1, 33, 2, 32), True),  # grouped heads and a bias
+    ],
+)
+def test_bf16_dot_product_attention_compiles_and_matches_float64(q_shape, kv_shape, bias):
+    """jax.nn.dot_product_attention on bf16 arrays names its q k^T's
+    algorithm (BF16_BF16_F32), on which plain IREE 3.13 fails: tilefuse drops
+    it (hlo/wide_accumulators.py: the kernels accumulate in f32, as it asks)
+    and the program runs right on lavapipe. Tolerance: p rounds to bf16
+    before p @ v (8e-3 of the largest output)."""
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(BF16) for s in (q_shape, kv_shape, kv_shape)]
+    if bias:
+        b, t, n, _ = q_shape
+        args.append(rng.standard_normal((b, n, t, kv_shape[1])).astype(BF16))
+    text = jax.jit(jax.nn.dot_product_attention).lower(*args).as_text()
+    assert "algorithm = " in text
+    result = tilefuse.compile_program(text, "vulkan")
+    got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
+    want = grouped_reference(*args)
+    assert np.max(np.abs(got - want)) <= 8e-3 * np.max(np.abs(want))

@@ -6,6 +6,7 @@
     index_broadcasts.py a broadcast of an iota computation (a causal mask) computed at its shape
     transpose_chains.py a transpose of a transpose composed into one (or none), reshapes
                   likewise; again after dot_layouts, which views unit dims away and back
+    narrow_operands.py f32 contractions read f16/bf16 operands before their converts
     unit_reduces.py reductions over extent-1 dims (JAX's bias gradients) as reshapes
     unit_transposes.py transposes that move only extent-1 dims as reshapes; a reshape
                   dropping extent-1 dims moved before its transpose
@@ -44,6 +45,7 @@ from . import (
     index_broadcasts,
     matrix_vectors,
     minmax,
+    narrow_operands,
     negated_sums,
     scalars,
     split_k,
@@ -100,6 +102,9 @@ FUNCTION_REWRITES = (
         "transpose_chains_again",
         lambda t: t.is_gpu,
         _any_target(transpose_chains.rewrite_function),
+    ),
+    FunctionRewrite(
+        "narrow_operands", lambda t: t.is_gpu, _any_target(narrow_operands.rewrite_function)
     ),
     FunctionRewrite("batch_dims", lambda t: t.is_gpu, _any_target(batch_dims.rewrite_function)),
     FunctionRewrite("argminmax", lambda t: t.is_gpu, _any_target(argminmax.rewrite_function)),

@@ -23,10 +23,11 @@ for at most MAX_M rows, when the kernel's grid (matmul.workgroups) has
 fewer workgroups than that.
 S is the smallest divisor of K that fills the multiprocessors, at most
 MAX_SPLIT (the sum reads S partials per output) and leaving at least
-MIN_K_CHUNK of K per chunk. One element type for A and B (f32, f16 or
-bf16), and the result in that type or in f32 (hlo/wide_accumulators.py gives
-bf16 products an f32 result): the partials and their sum are in the
-result's type, so an f32 accumulation stays f32 to the end.
+MIN_K_CHUNK of K per chunk. A and B in f32, f16 or bf16, and the result in
+their one type or in f32 (hlo/wide_accumulators.py gives bf16 products an
+f32 result, hlo/narrow_operands.py gives an f32 product of an f16 operand
+mixed operands): the partials and their sum are in the result's type, so an
+f32 accumulation stays f32 to the end.
 
 Not split (logged): B as [N, K] (the view of B would put the batch dim in
 the middle, and IREE would copy the whole weight to move it), and a K with
@@ -97,19 +98,19 @@ def plan(op: ir.Operation, target: Target) -> tuple[str | None, dict]:
         return "", {}
     grid = f"{workgroups} workgroups for {target.multiprocessors} multiprocessors"
     types = f"{'/'.join(sorted(operand_types))} -> {result_type}"
-    if len(operand_types) != 1 or not operand_types <= {"f32", "f16", "bf16"}:
+    if not operand_types <= {"f32", "f16", "bf16"}:
         return f"{types} (split-K takes f32, f16 or bf16 operands)", {}
-    (operand,) = operand_types
-    if result_type not in (operand, "f32"):
+    if result_type != "f32" and operand_types != {result_type}:
         return f"{types} (split-K takes a result of the operands' type or f32)", {}
     if cb != 0:
         return f"{grid}, but B is [N, K] (its view would copy the weight)", {}
-    most = MAX_SPLIT_CONVERTED if result_type != operand else MAX_SPLIT
+    most = MAX_SPLIT_CONVERTED if operand_types != {result_type} else MAX_SPLIT
     s = split_factor(k, workgroups, target, most)
     if s is None:
         return f"{grid}, but K={k} has no divisor up to {most} leaving {MIN_K_CHUNK}", {}
     split = {"m": m, "n": n, "k": k, "s": s, "ca": ca, "out": out, "grid": grid}
-    return None, {**split, "operand": operand, "element": result_type}
+    elements = [str(ir.ShapedType(v.type).element_type) for v in op.operands]
+    return None, {**split, "operands": elements, "element": result_type}
 
 
 def _template(op: ir.Operation, split: dict, narrow: str | None) -> str:
@@ -127,15 +128,18 @@ def _template(op: ir.Operation, split: dict, narrow: str | None) -> str:
     def t(shape):  # the partial products and their sum: the result's type
         return tensor_text(shape, split["element"])
 
-    def t_in(shape):  # the operands' views
-        return tensor_text(shape, split["operand"])
+    def a_in(shape):  # the operands' views, each in its own type
+        return tensor_text(shape, split["operands"][0])
+
+    def b_in(shape):
+        return tensor_text(shape, split["operands"][1])
 
     lines = [
-        f"%a3 = stablehlo.reshape %a : ({a_type}) -> {t_in(a3)}",
-        f"%b3 = stablehlo.reshape %b : ({b_type}) -> {t_in(b3)}",
+        f"%a3 = stablehlo.reshape %a : ({a_type}) -> {a_in(a3)}",
+        f"%b3 = stablehlo.reshape %b : ({b_type}) -> {b_in(b3)}",
         (
             f"%p = stablehlo.dot_general %a3, %b3, batching_dims = [{ca}] x [0], "
-            f"contracting_dims = [{ca + 1}] x [1] : ({t_in(a3)}, {t_in(b3)}) -> {t(partial)}"
+            f"contracting_dims = [{ca + 1}] x [1] : ({a_in(a3)}, {b_in(b3)}) -> {t(partial)}"
         ),
     ]
     # Each partial is viewed as the result's shape before the sum, so that

@@ -68,6 +68,9 @@ MIN_THREAD_TILE = 4
 TARGET_THREADS = 64  # threads per workgroup the chooser aims for
 MAX_THREADS_X = 16
 K_STEPS = (4, 2, 1)
+# Float operand types the FMA kernels widen as they read them (to the f32
+# accumulator, where they differ from it).
+WIDENED = frozenset({"f32", "f16", "bf16"})
 VECTOR = 4  # each row piece is one vector of at most this many elements
 # The exact tiling is degenerate below this many outputs per thread (or with
 # vectors narrower than VECTOR): 197x768x768 gets 1x8 with one row per
@@ -136,6 +139,12 @@ def _check(d: Dispatch, target: Target) -> str | None:
         # gives JAX's narrow matmuls this form): the operands widen as they
         # are read, the multiply-adds are f32 FMAs; as for narrow results.
         types = operands
+    if len(operands) > 1 and operands <= WIDENED and c.result.element_type == "f32":
+        # Operands of different float types accumulated in f32
+        # (hlo/narrow_operands.py reads an f16 operand of an f32 product as
+        # stored): each widens as it is read, the multiply-adds are f32 FMAs.
+        # No tensor-core kernel takes mixed operands.
+        return None
     if target.backend == "cuda" and len(types) == 1:
         # Tensor cores where a tensor-core strategy takes it
         # (_tensor_core_plans); elsewhere FMAs, as below.
@@ -382,9 +391,13 @@ def _ragged_types(d: Dispatch) -> tuple[tuple[str, str] | None, str]:
     (c,) = d.contractions
     operands = {c.lhs.element_type, c.rhs.element_type}
     accumulator = c.result.element_type
-    if len(operands) != 1 or not operands <= {"f32", "f16", "bf16"}:
-        return None, f"{'/'.join(sorted(operands))} operands: f32, f16 or bf16 (one type)"
-    (element,) = operands
+    if not operands <= WIDENED:
+        return None, f"{'/'.join(sorted(operands))} operands: f32, f16 or bf16"
+    if len(operands) > 1 and accumulator != "f32":
+        return None, f"{'/'.join(sorted(operands))} operands accumulated in {accumulator}: f32 only"
+    # (Mixed operands: each operand's pad is found as its producer, so they
+    # need no one type; `element` names both.)
+    element = "/".join(sorted(operands))
     if accumulator not in (element, "f32"):
         return None, f"{element} operands accumulated in {accumulator}: in {element} or f32 only"
     epilogue = not c.is_root
@@ -395,10 +408,10 @@ def _ragged_types(d: Dispatch) -> tuple[tuple[str, str] | None, str]:
         # (a bias in one type and a residual in another: the script
         # matches the epilogue inputs' pads by one padded type)
         return None, f"epilogue inputs in {'/'.join(sorted(others))}: one type (the pads')"
-    if not (others | outputs) <= {element, accumulator}:
+    if not (others | outputs) <= {*operands, accumulator}:
         kinds = "/".join(sorted(others | outputs))
         return None, f"{element} x {element} -> {accumulator} with a {kinds} epilogue"
-    (inputs_element,) = others or {element}
+    (inputs_element,) = others or ({element} if len(operands) == 1 else {accumulator})
     return (element, inputs_element), ""
 
 
@@ -647,8 +660,9 @@ def plan(d: Dispatch, target: Target) -> tuple[MatmulParams | None, str]:
     tm, tn = params.thread_tile
     batch = f"{c.batch[0]} x " if c.batch else ""
     element = c.result.element_type
-    if c.lhs.element_type != element:  # e.g. bf16 operands accumulated in f32
-        element = f"{c.lhs.element_type} -> {element}"
+    operands = "/".join(sorted({c.lhs.element_type, c.rhs.element_type}))
+    if operands != element:  # e.g. bf16 operands accumulated in f32
+        element = f"{operands} -> {element}"
     epilogue = " with its epilogue" if params.epilogue else ""
     ragged = ", ragged tiles (edges masked)" if params.ragged else ""
     return params, (
