@@ -65,7 +65,9 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
     %wg_fill, %grid_2 = transform.structured.fuse_into_containing_op %fill into %grid_1
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_loads, %grid_3 = transform.structured.fuse_into_containing_op %loads into %grid_2
+    %grid_p = transform.include @tilefuse_matmul_no_source failures(propagate) (%wg_matmul, %grid_2)
+        {tilefuse.step = "prologues"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    %wg_loads, %grid_3 = transform.structured.fuse_into_containing_op %loads into %grid_p
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid_3
       : (!transform.any_op) -> ()
@@ -81,6 +83,8 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
     %t_fill, %threads_2 = transform.structured.fuse_into_containing_op %wg_fill into %threads_1
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %threads_3 = transform.include @tilefuse_matmul_no_source failures(propagate) (%t_matmul, %threads_2)
+        {tilefuse.step = "prologues"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
       transform.apply_patterns.scf.for_loop_canonicalization
@@ -105,7 +109,9 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %wg_fill, %grid_1 = transform.structured.fuse_into_containing_op %fill into %grid
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
-    %wg_loads, %grid_2 = transform.structured.fuse_into_containing_op %loads into %grid_1
+    %grid_p = transform.include @tilefuse_matmul_no_source failures(propagate) (%wg_matmul, %grid_1)
+        {tilefuse.step = "prologues"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    %wg_loads, %grid_2 = transform.structured.fuse_into_containing_op %loads into %grid_p
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.iree.populate_workgroup_count_region_using_num_threads_slice %grid_2
       : (!transform.any_op) -> ()
@@ -119,6 +125,8 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %t_fill, %threads_1 = transform.structured.fuse_into_containing_op %wg_fill into %threads
       : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %threads_2 = transform.include @tilefuse_matmul_no_source failures(propagate) (%t_matmul, %threads_1)
+        {tilefuse.step = "prologues"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.linalg.tiling_canonicalization
       transform.apply_patterns.scf.for_loop_canonicalization
@@ -152,12 +160,21 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 
+  // With prologues (steps "a_rows", "b_rows"), A's is fused per row and
+  // B's per piece before the unroll: unrolled, the pieces that read one
+  // slice compute it alike, and CSE keeps one.
   transform.named_sequence @tilefuse_matmul_k_rows(%op: !transform.any_op {transform.consumed}) {
     %row, %m_loop, %n_loop = transform.structured.tile_using_for %op
         tile_sizes [1, 4, 0] {tilefuse.param = "k_rows"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
-    transform.loop.unroll %n_loop factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
-    transform.loop.unroll %m_loop factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
+    %m_loop_1 = transform.include @tilefuse_matmul_no_source failures(propagate) (%row, %m_loop)
+        {tilefuse.step = "a_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    %n_loop_1 = transform.include @tilefuse_matmul_no_source failures(propagate) (%row, %n_loop)
+        {tilefuse.step = "b_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    %m_outer = transform.get_parent_op %n_loop_1 <{op_name = "scf.for"}>
+      : (!transform.any_op) -> !transform.any_op
+    transform.loop.unroll %n_loop_1 factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
+    transform.loop.unroll %m_outer factor = 4 {tilefuse.param = "m_unroll"} : !transform.any_op
     transform.yield
   }
 
@@ -167,6 +184,20 @@ module attributes {transform.with_named_sequence} {
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.loop.unroll %n_loop factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
     transform.yield
+  }
+
+  // Step "prologues": the operands' prologues (steps "a_prologue",
+  // "b_prologue": an operand computed in the dispatch from loads, or none)
+  // fused into `loop` around `op`, the contraction at one level of tiling;
+  // or (@tilefuse_matmul_no_source) nothing, where neither has one.
+  transform.named_sequence @tilefuse_matmul_prologues(
+      %op: !transform.any_op {transform.readonly}, %loop: !transform.any_op {transform.readonly})
+      -> !transform.any_op {
+    %loop_a = transform.include @tilefuse_matmul_no_source failures(propagate) (%op, %loop)
+        {tilefuse.step = "a_prologue"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    %loop_b = transform.include @tilefuse_matmul_no_source failures(propagate) (%op, %loop_a)
+        {tilefuse.step = "b_prologue"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    transform.yield %loop_b : !transform.any_op
   }
 
   transform.named_sequence private @tilefuse_skip(%handle: !transform.any_op {transform.readonly})
@@ -210,7 +241,9 @@ module attributes {transform.with_named_sequence} {
     %k_matmul, %k_loop = transform.structured.tile_using_for %t_matmul tile_sizes [0, 0, 4]
         {tilefuse.param = "k_step"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.annotate %k_loop "tilefuse.k_loop" : !transform.any_op
+    %k_loop_1 = transform.include @tilefuse_matmul_no_source failures(propagate) (%k_matmul, %k_loop)
+        {tilefuse.step = "prologues"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    transform.annotate %k_loop_1 "tilefuse.k_loop" : !transform.any_op
     transform.include @tilefuse_matmul_k_rows failures(propagate) (%k_matmul)
         {tilefuse.step = "k_rows"} : (!transform.any_op) -> ()
     transform.apply_patterns to %func {
@@ -641,9 +674,9 @@ module attributes {transform.with_named_sequence} {
     %row, %m_loop, %n_loop = transform.structured.tile_using_for %k_matmul tile_sizes [1, 4, 0]
         {tilefuse.param = "k_rows"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
-    %m_loop_1 = transform.include @tilefuse_matmul_fuse_a_pad failures(propagate) (%row, %m_loop)
+    %m_loop_1 = transform.include @tilefuse_matmul_fuse_a_source failures(propagate) (%row, %m_loop)
         {tilefuse.step = "a_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
-    %n_loop_1 = transform.include @tilefuse_matmul_fuse_b_pad failures(propagate) (%row, %n_loop)
+    %n_loop_1 = transform.include @tilefuse_matmul_fuse_b_source failures(propagate) (%row, %n_loop)
         {tilefuse.step = "b_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
     %row_guards = transform.structured.match ops{["scf.if"]} in %m_loop_1
       : (!transform.any_op) -> !transform.any_op
@@ -655,11 +688,16 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 
-  // Steps "a_rows" and "b_rows": an operand's pad of one K step (the source
-  // of the row piece's slice) fused into the loop over row pieces (A's: over
-  // rows; B's: over pieces of N), or (@tilefuse_matmul_no_pad) nothing, where
-  // the operand needs no pad.
-  transform.named_sequence @tilefuse_matmul_fuse_a_pad(
+  // Steps "a_rows" and "b_rows" (and "a_prologue", "b_prologue"): the
+  // source of the slice an op reads as its A (B) operand fused into a loop
+  // around the op, or (@tilefuse_matmul_no_source) nothing. In the ragged
+  // kernel the source is the operand's pad of one K step, fused into the
+  // loop over row pieces (A's: over rows; B's: over pieces of N). In either
+  // kernel it may be the operand's prologue (an elementwise op computing it
+  // from loads: a dequantization), fused at every level the contraction is:
+  // workgroup, thread, K step, row piece; each level computes only the
+  // slice its contraction reads.
+  transform.named_sequence @tilefuse_matmul_fuse_a_source(
       %row: !transform.any_op {transform.readonly}, %loop: !transform.any_op {transform.readonly})
       -> !transform.any_op {
     %slice = transform.get_producer_of_operand %row[0] : (!transform.any_op) -> !transform.any_op
@@ -669,7 +707,7 @@ module attributes {transform.with_named_sequence} {
     transform.yield %new_loop : !transform.any_op
   }
 
-  transform.named_sequence @tilefuse_matmul_fuse_b_pad(
+  transform.named_sequence @tilefuse_matmul_fuse_b_source(
       %row: !transform.any_op {transform.readonly}, %loop: !transform.any_op {transform.readonly})
       -> !transform.any_op {
     %slice = transform.get_producer_of_operand %row[1] : (!transform.any_op) -> !transform.any_op
@@ -679,7 +717,7 @@ module attributes {transform.with_named_sequence} {
     transform.yield %new_loop : !transform.any_op
   }
 
-  transform.named_sequence @tilefuse_matmul_no_pad(
+  transform.named_sequence @tilefuse_matmul_no_source(
       %row: !transform.any_op {transform.readonly}, %loop: !transform.any_op {transform.readonly})
       -> !transform.any_op {
     transform.yield %loop : !transform.any_op

@@ -80,6 +80,11 @@ class Contraction:
     # contraction IREE leaves generic (a batched vector-matrix product) are
     # both linalg.generic.
     is_root: bool = False
+    # Per operand (lhs, rhs): it is computed in the dispatch by a prologue,
+    # an elementwise linalg.generic of loads read by the contraction alone
+    # (IREE's formation fuses a dequantization, convert(w) * scale, into
+    # the dispatch of the contraction that reads it).
+    prologues: tuple[bool, bool] = (False, False)
 
 
 @dataclass
@@ -504,7 +509,23 @@ def _contraction(op) -> Contraction | None:
         result_n_inner=_inner_dim(maps[2]) in set(dims.n),
         init=defining_op_name(acc),
         loops_bmnk=[*dims.batch, *dims.m, *dims.n, *dims.k] == list(range(maps[0].n_dims)),
+        prologues=(_prologue(lhs), _prologue(rhs)),
     )
+
+
+def _prologue(value: ir.Value) -> bool:
+    """`value` is the one result of an elementwise linalg.generic whose
+    inputs are all loads and whose only reader is the contraction (see
+    Contraction.prologues)."""
+    op = defining_op(value)
+    if op is None or op.name != "linalg.generic" or len(op.results) != 1:
+        return False
+    if "reduction" in iterator_types(op) or any(i.name == "linalg.index" for i in walk(op)):
+        return False
+    if sum(1 for _ in value.uses) != 1:
+        return False
+    num_inputs = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
+    return all(defining_op_name(v) == LOAD for v in list(op.operands)[:num_inputs])
 
 
 def _pad_problem(pad, read_in_place: bool) -> str | None:

@@ -100,6 +100,9 @@ class MatmulParams:
     # Ragged tiles (the script's @tilefuse_matmul_ragged): the workgroup tile
     # need not divide M and N nor the K step K; None for exact tiles.
     ragged: "Ragged | None" = None
+    # Per operand (A, B): computed in the dispatch by a prologue (a
+    # dequantization), fused at every level of tiling (exact tiles only).
+    prologues: tuple[bool, bool] = (False, False)
 
 
 @dataclass(frozen=True)
@@ -124,10 +127,13 @@ class Ragged:
 
 def _check(d: Dispatch, target: Target) -> str | None:
     """Why the matmul kernel does not take this dispatch, or None."""
-    why = structure_refusal(d)
+    why = structure_refusal(d, prologues=True)
     if why:
         return why
     (c,) = d.contractions
+    if any(c.prologues) and not c.m:
+        return "an operand computed in the dispatch of a product with no M loop (exact tiles of M)"
+
     if c.k[0] == 1:
         # No K loop for the multiply-adds to sit in (the kernel check
         # refuses such a build): an outer product is elementwise work.
@@ -173,9 +179,11 @@ def _check(d: Dispatch, target: Target) -> str | None:
     return None
 
 
-def structure_refusal(d: Dispatch) -> str | None:
+def structure_refusal(d: Dispatch, prologues: bool = False) -> str | None:
     """Why the dispatch is not a fill, one contraction and at most one
-    elementwise epilogue in the form both matmul kernels take, or None."""
+    elementwise epilogue in the form the matmul kernels take, or None;
+    with `prologues` (the FMA kernel), also an elementwise op computing an
+    operand from loads (Contraction.prologues) before the contraction."""
     if not d.contractions:
         return "no contraction in the dispatch"
     if len(d.contractions) > 1:
@@ -195,7 +203,15 @@ def structure_refusal(d: Dispatch) -> str | None:
         return "dynamic shapes"
     # (A binding's offset passed as a push constant is not among d.ops:
     # dispatch/read.py leaves uniform scalar arithmetic out.)
-    ops = d.ops
+    ops = list(d.ops)
+    if any(c.prologues):
+        if not prologues:
+            return (
+                "an operand computed in the dispatch (a dequantization): "
+                "the FMA matmul kernel takes it, this one reads operands as loaded"
+            )
+        for _ in range(sum(c.prologues)):  # they come before the contraction
+            ops.remove("linalg.generic")
     if ops == ["linalg.fill", c.op] and c.is_root:
         return None  # a bare contraction
     if ops != ["linalg.fill", c.op, "linalg.generic"]:
@@ -314,6 +330,7 @@ def _params(d: Dispatch, target: Target, tiles) -> MatmulParams | None:
         epilogue=epilogue,
         batch=bool(c.batch),
         m_loop=bool(c.m),
+        prologues=c.prologues,
     )
 
 
@@ -344,6 +361,8 @@ def _ragged_refusal(d: Dispatch, target: Target) -> str | None:
     """Why the ragged kernel does not take this dispatch (which the exact
     kernel's structure checks passed), or None."""
     (c,) = d.contractions
+    if any(c.prologues):
+        return "an operand computed in the dispatch (a dequantization): exact tiles only"
     if not c.m and not target.one_row_masked_tiles:
         return (
             f"target {target.name} keeps one-row products off masked tiles "
@@ -712,7 +731,7 @@ def steps(p: MatmulParams) -> dict[str, str]:
     with or without an epilogue, row pieces with or without an M loop; for
     ragged tiles, whether A and B have pads to read masked."""
     if p is not None and p.ragged:
-        r, no_pad = p.ragged, "tilefuse_matmul_no_pad"
+        r, no_pad = p.ragged, "tilefuse_matmul_no_source"
         chosen = {
             "kernel": "tilefuse_matmul_ragged",
             "r_tile": "tilefuse_matmul_ragged_tile_" + ("bare" if r.bare else "epilogue"),
@@ -727,19 +746,29 @@ def steps(p: MatmulParams) -> dict[str, str]:
             **chosen,
             "r_fill_rows": "tilefuse_matmul_rows",
             "r_k_rows": "tilefuse_matmul_ragged_k_rows",
-            "a_rows": "tilefuse_matmul_fuse_a_pad" if r.a_padded else no_pad,
-            "b_rows": "tilefuse_matmul_fuse_b_pad" if r.b_padded else no_pad,
+            "a_rows": "tilefuse_matmul_fuse_a_source" if r.a_padded else no_pad,
+            "b_rows": "tilefuse_matmul_fuse_b_source" if r.b_padded else no_pad,
         }
     m_loop = p is None or p.m_loop
     rows = "tilefuse_matmul_rows" + ("" if m_loop else "_1d")
     epilogue = p is None or p.epilogue
-    return {
+    a, b = p.prologues if p is not None else (False, False)
+    no_source = "tilefuse_matmul_no_source"
+    chosen = {
         "kernel": "tilefuse_matmul_exact",
         "tile": "tilefuse_matmul_tile_" + ("epilogue" if epilogue else "bare"),
         "epilogue_rows": rows if epilogue else SKIP,
         "fill_rows": rows,
         "k_rows": "tilefuse_matmul_k_rows" + ("" if m_loop else "_1d"),
+        "prologues": "tilefuse_matmul_prologues" if a or b else no_source,
     }
+    if a or b:
+        chosen["a_prologue"] = "tilefuse_matmul_fuse_a_source" if a else no_source
+        chosen["b_prologue"] = "tilefuse_matmul_fuse_b_source" if b else no_source
+    if m_loop:  # the row pieces' loops (the _1d form has none to fuse into)
+        chosen["a_rows"] = "tilefuse_matmul_fuse_a_source" if a else no_source
+        chosen["b_rows"] = "tilefuse_matmul_fuse_b_source" if b else no_source
+    return chosen
 
 
 def describe(p: MatmulParams) -> str:
