@@ -17,6 +17,8 @@ without spills, and where only ragged tiles apply (they take no prologue
 yet) the dequantization stays a dispatch of its own.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -25,6 +27,7 @@ import pytest
 import tilefuse
 from support import filecheck
 from tilefuse.runtime import CompiledModule
+from tilefuse.targets import load_target
 
 F16 = {"f16": (jnp.float16, np.float16), "bf16": (jnp.bfloat16, ml_dtypes.bfloat16)}
 
@@ -155,3 +158,39 @@ def test_ragged_tiles_keep_the_dequantization_apart():
     got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
     want = _reference(*args, True)
     assert np.max(np.abs(got - want)) <= 2e-3 * np.max(np.abs(want))
+
+
+def test_tall_products_keep_the_dequantization_apart_for_tensor_cores():
+    """On CUDA (prologue_rows = 16) a 32-row quantized layer keeps its
+    dequantization a dispatch of its own, so that the product runs on
+    tensor cores, which read operands as loaded; on Vulkan (lavapipe: no
+    limit) it is one dispatch."""
+    args = _args(32, 256, 512, False, "f16")
+    cuda = _compile(_layer(False, "f16"), args, "cuda")
+    assert [r.strategy for r in cuda.reports] == ["loop", "matmul_mma_iree"], [
+        r.line() for r in cuda.reports
+    ]
+    assert [r.strategy for r in _compile(_layer(False, "f16"), args).reports] == ["matmul"]
+
+
+def test_split_k_decode_products_take_the_dequantization():
+    """A decode step (M = 4, K = 4096) on a target with multiprocessors is
+    split in K (hlo/split_k.py); each split product dequantizes its slice of
+    W. Forced on lavapipe by a copy of the vulkan target claiming 64
+    multiprocessors (numerics); on CUDA the kernels assemble without spills."""
+    args = _args(4, 4096, 512, False, "f16")
+    gpu_like = dataclasses.replace(load_target("vulkan"), multiprocessors=64)
+    result = _compile(_layer(False, "f16"), args, gpu_like)
+    assert any("split in K" in line for line in result.fusion.splits), result.fusion.splits
+    matmuls = [r for r in result.reports if r.strategy == "matmul"]
+    assert len(matmuls) == 1 and matmuls[0].status == "applied", [r.line() for r in result.reports]
+    assert not any("elementwise" in r.name and "i8" in r.name for r in result.reports), [
+        r.line() for r in result.reports
+    ]
+    got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
+    want = _reference(*args, False)
+    assert np.max(np.abs(got - want)) <= 2e-3 * np.max(np.abs(want))
+    cuda = _compile(_layer(False, "f16"), args, "cuda")
+    assert all(r.strategy and r.spill_bytes == 0 for r in cuda.reports), [
+        r.line() for r in cuda.reports
+    ]

@@ -105,6 +105,13 @@ class Target:
     # a GPU run checks its numerics (docs/findings.md, 'Ragged shapes on
     # IREE's configuration'); off, they take the FMA kernel.
     iree_mma_padding: bool = False
+    # Products of at most this many rows (M) take an operand's prologue (a
+    # dequantization, convert(w) * scale) into the FMA matmul kernel's
+    # dispatch; 0: any. Where taller products run on tensor cores or
+    # cooperative matrices, whose kernels read operands as loaded, the
+    # prologue stays a dispatch of its own for them (fusion/rules.py,
+    # strategies/matmul.py).
+    prologue_rows: int = 0
     # f32 x f32 -> f32 contractions on tensor cores as TF32 (operands
     # rounded to 10 bits of mantissa, as XLA's default precision on
     # Ampere and later does); off by default: the program asked for f32.

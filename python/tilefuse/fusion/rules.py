@@ -6,11 +6,13 @@ satisfy (no cycle, index safety, target limits). `Plan` gives the rules what
 they need: the graph, the group of each op and each group's kind.
 """
 
+import math
 from typing import Protocol
 
 from iree.compiler import ir
 
-from ..hlo.ops import element_bits, element_type
+from ..hlo.ops import dot_free_extents, element_bits, element_type
+from ..targets import Target
 from .graph import FuncGraph, Node
 from .groups import REDUCTION_KINDS, moves_innermost, plain_contraction, rebroadcasts
 
@@ -19,6 +21,7 @@ LOOP_OPS = ("elementwise", "index")
 
 class Plan(Protocol):
     graph: FuncGraph
+    target: Target
 
     def kind_of(self, node: int) -> str: ...
 
@@ -123,6 +126,32 @@ def matmul_epilogue(plan: Plan, p: Node, c: Node) -> bool:
     return False
 
 
+def matmul_prologue(plan: Plan, p: Node, c: Node) -> bool:
+    """A contraction in matmul layout takes the elementwise op computing an
+    operand (a dequantization: convert(w) * scale) when that op reads only
+    the function's arguments, through broadcasts at most, and nothing else
+    reads it: the FMA matmul kernel computes it per K step in registers
+    (strategies/matmul.py, prologues), as IREE's formation fuses it. Only
+    for products of at most Target.prologue_rows rows, where it is set
+    (taller ones run on tensor cores there, which read operands as loaded)."""
+    if c.cls != "contraction" or plan.kind_of(c.index) != "matmul":
+        return False
+    if plan.kind_of(p.index) != "loop" or p.cls != "elementwise" or not plain_contraction(c):
+        return False
+    rows = math.prod(dot_free_extents(c.op)[0])
+    if plan.target.prologue_rows and rows > plan.target.prologue_rows:
+        return False
+    group = plan.members_of(p.index)
+    members = [plan.graph.nodes[i] for i in group]
+    return all(
+        m.cls in LOOP_OPS
+        and not m.returned
+        and all(i == -1 or i in group for i in m.producers)
+        and all(i in group or i == c.index for i in m.users)
+        for m in members
+    )
+
+
 def transpose_hero(plan: Plan, p: Node, c: Node) -> bool:
     """A transpose that moves the innermost dim is the hero of its own group
     (it needs a tiled, shared-memory kernel); its elementwise producers and
@@ -139,6 +168,7 @@ def transpose_hero(plan: Plan, p: Node, c: Node) -> bool:
 # changes. Epilogues first: a scale between a dot and a softmax belongs to the dot.
 EDGE_RULES = [
     ("matmul-epilogue", matmul_epilogue),
+    ("matmul-prologue", matmul_prologue),
     ("reduction-producer", reduction_producer),
     ("reduction-chain", reduction_chain),
     ("reduction-consumer", reduction_consumer),

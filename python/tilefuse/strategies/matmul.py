@@ -133,6 +133,12 @@ def _check(d: Dispatch, target: Target) -> str | None:
     (c,) = d.contractions
     if any(c.prologues) and not c.m:
         return "an operand computed in the dispatch of a product with no M loop (exact tiles of M)"
+    if any(c.prologues) and target.prologue_rows and c.m[0] > target.prologue_rows:
+        return (
+            f"an operand computed in the dispatch of a product of {c.m[0]} rows: on "
+            f"{target.name} products of more than {target.prologue_rows} rows belong to the "
+            "tensor-core kernels, which read operands as loaded (target field prologue_rows)"
+        )
 
     if c.k[0] == 1:
         # No K loop for the multiply-adds to sit in (the kernel check
