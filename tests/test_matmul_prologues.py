@@ -145,18 +145,21 @@ def test_dequantized_weight_assembles_without_spills(target):
     assert report.spill_bytes == 0, report.line()
 
 
-def test_ragged_tiles_keep_the_dequantization_apart():
+@pytest.mark.parametrize("transposed", [True, False])
+def test_ragged_tiles_keep_the_dequantization_apart(transposed):
     """M = 13 and N = 382 (2 x 191) leave the exact tiles 1 x 2 outputs per
-    thread, too few, and the ragged kernel takes no prologue yet: IREE's one
-    dispatch would run on its own codegen, so the plan's two are kept (the
-    dequantization, then the ragged matmul), each on a tilefuse kernel. (M
-    = 13 alone takes exact 1 x 8 tiles.)"""
-    args = _args(13, 256, 382, True, "f16")
-    result = _compile(_layer(True, "f16"), args)
+    thread, too few, and the ragged kernel takes no prologue yet: the
+    planner does not fuse it (W [K, N]: the catalogue's prologue refusal),
+    and IREE's one dispatch would run on its own codegen (W [N, K]), so the
+    plan's two dispatches are kept (the dequantization, then the ragged
+    matmul), each on a tilefuse kernel. (M = 13 alone takes exact 1 x 8
+    tiles.)"""
+    args = _args(13, 256, 382, transposed, "f16")
+    result = _compile(_layer(transposed, "f16"), args)
     assert [r.status for r in result.reports] == ["applied"] * 2, [r.line() for r in result.reports]
     assert "ragged" in result.reports[1].params, result.reports[1].line()
     got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(*args), np.float64)
-    want = _reference(*args, True)
+    want = _reference(*args, transposed)
     assert np.max(np.abs(got - want)) <= 2e-3 * np.max(np.abs(want))
 
 

@@ -15,6 +15,9 @@ GroupRefusal = Callable[..., str | None]
 # (shape, element bits, bf16, target) -> why no kernel reads through a pad
 # into a root of this shape, or None
 PadShapeRefusal = Callable[[list[int], int, bool, Target], str | None]
+# (rows M, columns N, target) -> why no matmul kernel computes an operand's
+# prologue (a dequantization) for an M x N product, or None
+PrologueRefusal = Callable[[int, int, Target], str | None]
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class GroupKernel:
 class KernelCatalogue:
     group_kernels: tuple[GroupKernel, ...] = ()
     pad_shape_refusal: PadShapeRefusal | None = None  # None: no kernel reads through pads
+    prologue_refusal: PrologueRefusal | None = None  # None: no kernel takes prologues
 
     def kernel_for(self, kind: str) -> bool:
         """Some kernel declares it compiles groups of this kind."""
@@ -44,6 +48,13 @@ class KernelCatalogue:
                 return None
             reasons.append(f"{k.name}: {why}")
         return "; ".join(reasons) or f"no tilefuse kernel compiles {kind} groups"
+
+    def matmul_prologue_refusal(self, rows: int, columns: int, target: Target) -> str | None:
+        """Why no kernel computes an operand's prologue for a rows x columns
+        product, or None."""
+        if self.prologue_refusal is None:
+            return "no tilefuse kernel computes an operand in a contraction's dispatch"
+        return self.prologue_refusal(rows, columns, target)
 
     def pad_refusal(self, shape: list[int], bits: int, bf16: bool, target: Target) -> str | None:
         """Why no kernel reads through a pad into a root of this shape, or None."""

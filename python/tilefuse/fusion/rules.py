@@ -13,6 +13,7 @@ from iree.compiler import ir
 
 from ..hlo.ops import dot_free_extents, element_bits, element_type
 from ..targets import Target
+from .catalogue import KernelCatalogue
 from .graph import FuncGraph, Node
 from .groups import REDUCTION_KINDS, moves_innermost, plain_contraction, rebroadcasts
 
@@ -22,6 +23,7 @@ LOOP_OPS = ("elementwise", "index")
 class Plan(Protocol):
     graph: FuncGraph
     target: Target
+    kernels: KernelCatalogue
 
     def kind_of(self, node: int) -> str: ...
 
@@ -131,15 +133,16 @@ def matmul_prologue(plan: Plan, p: Node, c: Node) -> bool:
     operand (a dequantization: convert(w) * scale) when that op reads only
     the function's arguments, through broadcasts at most, and nothing else
     reads it: the FMA matmul kernel computes it per K step in registers
-    (strategies/matmul.py, prologues), as IREE's formation fuses it. Only
-    for products of at most Target.prologue_rows rows, where it is set
-    (taller ones run on tensor cores there, which read operands as loaded)."""
+    (strategies/matmul.py, prologues), as IREE's formation fuses it, where
+    the kernels take a prologue for the product's shape (the catalogue's
+    matmul_prologue_refusal: exact tiles, and on targets whose taller
+    products run on tensor cores only short ones)."""
     if c.cls != "contraction" or plan.kind_of(c.index) != "matmul":
         return False
     if plan.kind_of(p.index) != "loop" or p.cls != "elementwise" or not plain_contraction(c):
         return False
-    rows = math.prod(dot_free_extents(c.op)[0])
-    if plan.target.prologue_rows and rows > plan.target.prologue_rows:
+    lhs_free, rhs_free = dot_free_extents(c.op)
+    if plan.kernels.matmul_prologue_refusal(math.prod(lhs_free), math.prod(rhs_free), plan.target):
         return False
     group = plan.members_of(p.index)
     members = [plan.graph.nodes[i] for i in group]

@@ -134,6 +134,7 @@ def catalogue() -> KernelCatalogue:
             if s.fusion_kinds
         ),
         pad_shape_refusal=_pad_shape_refusal([s for s in STRATEGIES if s.pad_shape_refusal]),
+        prologue_refusal=matmul.prologue_refusal,
     )
 
 

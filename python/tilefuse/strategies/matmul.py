@@ -131,14 +131,10 @@ def _check(d: Dispatch, target: Target) -> str | None:
     if why:
         return why
     (c,) = d.contractions
-    if any(c.prologues) and not c.m:
-        return "an operand computed in the dispatch of a product with no M loop (exact tiles of M)"
-    if any(c.prologues) and target.prologue_rows and c.m[0] > target.prologue_rows:
-        return (
-            f"an operand computed in the dispatch of a product of {c.m[0]} rows: on "
-            f"{target.name} products of more than {target.prologue_rows} rows belong to the "
-            "tensor-core kernels, which read operands as loaded (target field prologue_rows)"
-        )
+    if any(c.prologues):
+        why = prologue_refusal(c.m[0] if c.m else 1, c.n[0], target)
+        if why:
+            return f"an operand computed in the dispatch: {why}"
 
     if c.k[0] == 1:
         # No K loop for the multiply-adds to sit in (the kernel check
@@ -182,6 +178,26 @@ def _check(d: Dispatch, target: Target) -> str | None:
             f"{'/'.join(sorted(types))} contraction: f32, i8 x i8 -> i32, bf16 or (where the "
             f"tensor-core kernel does not apply) f16 only on {target.backend}"
         )
+    return None
+
+
+def prologue_refusal(rows: int, columns: int, target: Target) -> str | None:
+    """Why the kernel would not compute an operand's prologue (a
+    dequantization) for a rows x columns product, or None: the planner
+    asks before it fuses one into a matmul group (fusion/rules.py), the
+    chooser again on the dispatch. Only the exact tiles take prologues, and
+    on targets whose taller products run on tensor cores or cooperative
+    matrices (Target.prologue_rows) only short products."""
+    if rows == 1:
+        return "a product of one row (no M loop to tile exactly)"
+    if target.prologue_rows and rows > target.prologue_rows:
+        return (
+            f"{rows} rows: on {target.name} products of more than {target.prologue_rows} rows "
+            "belong to the tensor-core kernels, which read operands as loaded "
+            "(target field prologue_rows)"
+        )
+    if not _thread_tiles(rows, columns, target):
+        return f"no exact tiles of {rows}x{columns} (the ragged tiles take no prologue yet)"
     return None
 
 
