@@ -71,6 +71,7 @@ def _compile(fn, args, target="vulkan", **kwargs):
         (16, 256, 384, True, "f16"),  # x @ W.T, W [N, K] (t4_dequant_xWT_M16_f16)
         (32, 256, 512, False, "f16"),  # W [K, N]
         (64, 128, 256, False, "bf16"),
+        (1, 1024, 768, False, "f16"),  # a decode step: IREE's vecmat, no M loop
     ],
 )
 def test_dequantized_weight_is_one_dispatch_on_lavapipe(m, k, n, transposed, dtype):
@@ -176,12 +177,13 @@ def test_tall_products_keep_the_dequantization_apart_for_tensor_cores():
     assert [r.strategy for r in _compile(_layer(False, "f16"), args).reports] == ["matmul"]
 
 
-def test_split_k_decode_products_take_the_dequantization():
-    """A decode step (M = 4, K = 4096) on a target with multiprocessors is
-    split in K (hlo/split_k.py); each split product dequantizes its slice of
-    W. Forced on lavapipe by a copy of the vulkan target claiming 64
+@pytest.mark.parametrize("m", [4, 1])
+def test_split_k_decode_products_take_the_dequantization(m):
+    """A decode step (M = 4 or 1, K = 4096) on a target with multiprocessors
+    is split in K (hlo/split_k.py); each split product dequantizes its slice
+    of W. Forced on lavapipe by a copy of the vulkan target claiming 64
     multiprocessors (numerics); on CUDA the kernels assemble without spills."""
-    args = _args(4, 4096, 512, False, "f16")
+    args = _args(m, 4096, 512, False, "f16")
     gpu_like = dataclasses.replace(load_target("vulkan"), multiprocessors=64)
     result = _compile(_layer(False, "f16"), args, gpu_like)
     assert any("split in K" in line for line in result.fusion.splits), result.fusion.splits

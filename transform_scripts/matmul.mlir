@@ -178,11 +178,15 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 
+  // With no M loop A is the K step's slice of one row, its prologue fused
+  // into the K loop already; B's is fused per piece.
   transform.named_sequence @tilefuse_matmul_k_rows_1d(%op: !transform.any_op {transform.consumed}) {
     %row, %n_loop = transform.structured.tile_using_for %op
         tile_sizes [4, 0] {tilefuse.param = "k_rows"}
       : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.loop.unroll %n_loop factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
+    %n_loop_1 = transform.include @tilefuse_matmul_no_source failures(propagate) (%row, %n_loop)
+        {tilefuse.step = "b_rows"} : (!transform.any_op, !transform.any_op) -> !transform.any_op
+    transform.loop.unroll %n_loop_1 factor = 1 {tilefuse.param = "n_unroll"} : !transform.any_op
     transform.yield
   }
 

@@ -188,8 +188,6 @@ def prologue_refusal(rows: int, columns: int, target: Target) -> str | None:
     chooser again on the dispatch. Only the exact tiles take prologues, and
     on targets whose taller products run on tensor cores or cooperative
     matrices (Target.prologue_rows) only short products."""
-    if rows == 1:
-        return "a product of one row (no M loop to tile exactly)"
     if target.prologue_rows and rows > target.prologue_rows:
         return (
             f"{rows} rows: on {target.name} products of more than {target.prologue_rows} rows "
@@ -787,9 +785,9 @@ def steps(p: MatmulParams) -> dict[str, str]:
     if a or b:
         chosen["a_prologue"] = "tilefuse_matmul_fuse_a_source" if a else no_source
         chosen["b_prologue"] = "tilefuse_matmul_fuse_b_source" if b else no_source
-    if m_loop:  # the row pieces' loops (the _1d form has none to fuse into)
+    if m_loop:  # the row pieces' loops (the _1d form has one, over N)
         chosen["a_rows"] = "tilefuse_matmul_fuse_a_source" if a else no_source
-        chosen["b_rows"] = "tilefuse_matmul_fuse_b_source" if b else no_source
+    chosen["b_rows"] = "tilefuse_matmul_fuse_b_source" if b else no_source
     return chosen
 
 
