@@ -109,26 +109,3 @@ def test_long_narrow_sums_are_rounded_once_on_lavapipe(t):
     got = module.main(a, b).astype(np.float64)
     scale = np.max(want)
     assert np.max(np.abs(got - want)) <= 2 * 2**-bits * scale, (np.max(np.abs(got - want)), scale)
-
-
-ALGORITHM = """func.func @main(%a: tensor<8x64x{t}>, %b: tensor<64x16x{t}>) -> tensor<8x16xf32> {{
-  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0], algorithm = <lhs_precision_type = {p}, rhs_precision_type = {p}, accumulation_type = f32, lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = {n}, allow_imprecise_accumulation = false>
-      : (tensor<8x64x{t}>, tensor<64x16x{t}>) -> tensor<8x16xf32>
-  return %0 : tensor<8x16xf32>
-}}
-"""
-
-
-@pytest.mark.parametrize(
-    "t,p,n,dropped",
-    [
-        ("bf16", "bf16", 1, True),  # jax.nn.dot_product_attention's BF16_BF16_F32
-        ("f32", "f32", 1, True),  # F32_F32_F32: the default
-        ("f32", "tf32", 1, False),  # TF32: not what the kernels compute
-        ("f32", "bf16", 3, False),  # BF16_BF16_F32_X3
-    ],
-)
-def test_only_algorithms_the_kernels_compute_are_dropped(t, p, n, dropped):
-    text, log = _rewrite(ALGORITHM.format(t=t, p=p, n=n))
-    assert ("algorithm" not in text) == dropped, text
-    assert any("algorithm" in line for line in log) == dropped, log

@@ -17,15 +17,6 @@ memory traffic. (On the tensor-core kernel the f32 accumulator tile goes
 through workgroup memory, twice the bytes of an f16 one: matmul_mma.py lets
 the tiles use the target's whole workgroup memory, which IREE's runtime
 opts in to, so large products keep their 128x128 tiles.)
-
-A dot_general may name its precision itself: `jax.nn.dot_product_attention`
-on bf16 arrays gives its q k^T `algorithm = <lhs_precision_type = bf16,
-rhs_precision_type = bf16, accumulation_type = f32, ...>` (BF16_BF16_F32).
-IREE 3.13 fails on any such attribute ("failed to legalize operation
-'stablehlo.dot_general'"). An algorithm that asks for what every kernel
-here does (each operand in its own type, one product each, accumulated in
-f32) is dropped after its result is widened to f32; any other (TF32, the
-x3 and x6 bf16 splits) is left, and IREE reports it.
 """
 
 from iree.compiler import ir
@@ -49,60 +40,22 @@ def _widen(op: ir.Operation) -> None:
     result.replace_all_uses_except(convert.results[0], convert)
 
 
-def algorithm_fields(op: ir.Operation) -> dict[str, str]:
-    """The fields of a dot_general's `algorithm` attribute ({} without one),
-    read from the attribute as printed: the wheel has no StableHLO attribute
-    bindings."""
-    if "algorithm" not in op.attributes:
-        return {}
-    text = str(op.attributes["algorithm"])
-    body = text[text.index("<") + 1 : text.rindex(">")]
-    return {
-        key.strip(): value.strip()
-        for key, _, value in (field.partition("=") for field in body.split(","))
-    }
-
-
-def _plain_f32_algorithm(op: ir.Operation) -> bool:
-    """Its algorithm reads each operand in its own type, once, and accumulates
-    in f32: what the kernels do with an f32 result."""
-    fields = algorithm_fields(op)
-    operands = [str(element_type(v.type)) for v in op.operands]
-    return (
-        [fields.get("lhs_precision_type"), fields.get("rhs_precision_type")] == operands
-        and fields.get("accumulation_type") == "f32"
-        and fields.get("lhs_component_count") == fields.get("rhs_component_count") == "1"
-        and fields.get("num_primitive_operations") == "1"
-    )
-
-
 def rewrite_function(func: ir.Operation) -> list[str]:
     """Give every f16- or bf16-result contraction of `func` an f32 result and a
-    convert back, and drop algorithms that ask for that; one log line each
-    if any changed."""
-    widened, dropped = 0, 0
+    convert back; one log line if any changed."""
+    widened = 0
     # Nested regions too: a JAX scan over layers is a stablehlo.while whose
     # body holds the layer's matmuls.
     for op in list(walk(func)):
         if op.name not in CONTRACTIONS or len(op.results) != 1:
             continue
         ranked = try_cast(ir.RankedTensorType, op.results[0].type) is not None
-        plain = ranked and _plain_f32_algorithm(op)
         if ranked and str(element_type(op.results[0].type)) in NARROW:
             _widen(op)
             widened += 1
-        if plain:
-            del op.attributes["algorithm"]
-            dropped += 1
-    log = []
-    if widened:
-        log.append(f"{widened} f16/bf16 contractions accumulate in f32 (XLA's precision)")
-    if dropped:
-        log.append(
-            f"{dropped} contractions' algorithm (operands as stored, accumulated in f32) "
-            "dropped: the kernels compute it, IREE rejects the attribute"
-        )
-    return log
+    if not widened:
+        return []
+    return [f"{widened} f16/bf16 contractions accumulate in f32 (XLA's precision)"]
 
 
 def rewrite_module(module: ir.Module) -> int:
