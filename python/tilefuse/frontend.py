@@ -16,7 +16,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from .errors import TilefuseError
-from .irutil import context, walk
+from .irutil import context
 
 BYTECODE_MAGIC = b"ML\xefR"
 
@@ -96,32 +96,11 @@ def load_program(source: str | Path | bytes) -> Program:
                 functions.append(ir.StringAttr(attrs["sym_name"]).value)
     if not functions:
         raise TilefuseError("no public function to compile (expected a func.func)", name)
-    _refuse_dot_algorithms(module, name)
     text = module.operation.get_asm(enable_debug_info=True)
     if path is not None:
         # Keep the user's file name in locations, for IREE's error messages.
         text = text.replace('loc("-":', f'loc("{path}":')
     return Program(text=text, name=name, path=path, functions=functions)
-
-
-def _refuse_dot_algorithms(module: ir.Module, name: str) -> None:
-    """A dot_general that names its precision `algorithm` (JAX writes one
-    for jax.nn.dot_product_attention on bf16 or f16 arrays: BF16_BF16_F32)
-    is refused here, with its line: IREE 3.13 compiles none ("failed to
-    legalize operation 'stablehlo.dot_general'"). Dropping the attribute,
-    which asks for what the kernels do (f32 accumulation), compiled such
-    programs, but IREE's own SPIR-V codegen then ran the grouped-query
-    softmax wrong on lavapipe (docs/findings.md, 'bf16 stored transposed by
-    IREE's SPIR-V codegen'): an error, not a wrong result."""
-    for op in walk(module.operation):
-        if op.name == "stablehlo.dot_general" and "algorithm" in op.attributes:
-            raise TilefuseError(
-                "stablehlo.dot_general names a precision algorithm, which IREE 3.13 does "
-                "not compile (plain iree-compile fails on it too); jax.nn.dot_product_attention "
-                "on bf16 or f16 arrays writes one: write the attention with jnp.einsum and "
-                "jax.nn.softmax, or in f32",
-                location_text(op.location, name),
-            )
 
 
 def _from_jax_export(data: bytes, name: str) -> bytes:
