@@ -135,7 +135,6 @@ def _check(d: Dispatch, target: Target) -> str | None:
         why = prologue_refusal(c.m[0] if c.m else 1, c.n[0], target)
         if why:
             return f"an operand computed in the dispatch: {why}"
-
     if c.k[0] == 1:
         # No K loop for the multiply-adds to sit in (the kernel check
         # refuses such a build): an outer product is elementwise work.
