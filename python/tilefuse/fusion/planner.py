@@ -35,7 +35,7 @@ from ..hlo.ops import bytes_of, dot_free_extents, dot_numbers, element_type, try
 from ..targets import Target
 from . import pads
 from .catalogue import NO_PAD_READER, KernelCatalogue
-from .graph import FuncGraph, value_key
+from .graph import FuncGraph, Node, value_key
 from .groups import (
     REDUCTION_KINDS,
     Group,
@@ -346,6 +346,18 @@ class FuncPlan:
                     stack.append(u)
         return False
 
+    def _reshapes_computed(self, reshape: Node, merged: set[int]) -> bool:
+        """`reshape` reshapes a value the group `merged` computes. Reshapes of
+        reshapes are followed: a chain of them over an input (the rows views'
+        reshapes at a group's edge, read by the next group's reshape) is one
+        view of the input, which IREE folds into the load."""
+        for p in reshape.producers:
+            while p in merged and self.graph.nodes[p].name == "stablehlo.reshape":
+                p = self.graph.nodes[p].producers[0]
+            if p in merged:
+                return True
+        return False
+
     def _bindings(self, merged: set[int]) -> int:
         inputs = self.graph.values_from_outside(merged)
         return len(inputs) + len(self.graph.outputs_of(merged))
@@ -394,7 +406,7 @@ class FuncPlan:
             if any(
                 n.name == "stablehlo.reshape"
                 and n.index in read
-                and any(p in merged for p in n.producers)
+                and self._reshapes_computed(n, merged)
                 for n in nodes
             ):
                 return INNER_RESHAPE.format(kind=kind)
