@@ -20,9 +20,7 @@ from iree.compiler import ir
 from ..frontend import location_text
 from ..irutil import defining_op, walk
 from .ops import element_type, try_cast
-
-CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
-NARROW = ("f16", "bf16")
+from .wide_accumulators import CONTRACTIONS, NARROW
 
 
 def _widened_source(value: ir.Value) -> ir.Value | None:
