@@ -98,7 +98,7 @@ def column_cases(draw):
     return shape, dims, dtype, op
 
 
-@cpu_hypothesis(30, HealthCheck.filter_too_much)
+@cpu_hypothesis(16, HealthCheck.filter_too_much)
 @given(column_cases())
 def test_column_reduction_matrix(case):
     shape, dims, dtype, op = case

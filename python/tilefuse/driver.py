@@ -417,6 +417,7 @@ def phase2_with_fallbacks(
             culprits = failing_dispatches(e, active, library)
             why = e.reason.replace(f"{workdir}/", "")
             if not culprits and not e.timed_out and len(active) > 1:
+                _fails_without_strategies(kept, workdir, run)
                 culprits = _bisect(kept, active, workdir, run)
                 why = f"{why} (the error names no dispatch: {BISECTED})"
             if not culprits:
@@ -442,6 +443,15 @@ def phase2_with_fallbacks(
 # it lost every kernel of the program (a bf16 attention decode step: one
 # kernel failed, four went to IREE's codegen).
 BISECTED = "found by compiling halves of the strategies"
+
+
+def _fails_without_strategies(kept: list[Choice], workdir: Path, run: Phase2Run) -> None:
+    """Raise IREE's own error where phase 2 fails with every strategy
+    withdrawn: no strategy is to blame then, and halving them would withdraw
+    them one by one, each withdrawal costing a bisection (a program of 16
+    dispatches that plain iree-compile fails on in 0.5 s took 63 compiles
+    and 20 s to fail so)."""
+    run(write_library([replace(c, strategy=None) for c in kept], workdir), [])
 
 
 def _bisect(
