@@ -143,6 +143,44 @@ def test_softmax_max_stays_a_float_max():
     assert not any("ordered i32 keys" in line for line in result.fusion.log)
 
 
+# jax.nn.softmax's max: `maximum(-inf, max)`, then a reshape-like broadcast to
+# [rows, 1] before the one over the rows.
+JAX_SOFTMAX = """func.func @main(%x: tensor<8x100xf32>) -> tensor<8x100xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1]
+    : (tensor<8x100xf32>, tensor<f32>) -> tensor<8xf32>
+  %ninf_rows = stablehlo.broadcast_in_dim %ninf, dims = [] : (tensor<f32>) -> tensor<8xf32>
+  %m2 = stablehlo.maximum %ninf_rows, %m : tensor<8xf32>
+  %m3 = stablehlo.reshape %m2 : (tensor<8xf32>) -> tensor<8x1xf32>
+  %mb = stablehlo.broadcast_in_dim %m3, dims = [0, 1] : (tensor<8x1xf32>) -> tensor<8x100xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<8x100xf32>
+  %e = stablehlo.exponential %d : tensor<8x100xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1]
+    : (tensor<8x100xf32>, tensor<f32>) -> tensor<8xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<8xf32>) -> tensor<8x100xf32>
+  %y = stablehlo.divide %e, %sb : tensor<8x100xf32>
+  return %y : tensor<8x100xf32>
+}
+"""
+
+
+def test_a_max_broadcast_back_through_elementwise_ops_stays_a_float_max():
+    """JAX's softmax passes its max through `maximum(-inf, .)` and a reshape
+    before the broadcast: still a softmax's max, not rewritten. As keys, their
+    encoding took a dispatch of its own before the softmax kernel (attention
+    scores: 5 dispatches against IREE's 4)."""
+    result = tilefuse.compile_program(JAX_SOFTMAX, "vulkan")
+    assert not any("ordered i32 keys" in line for line in result.fusion.log)
+    assert [(r.strategy, r.status) for r in result.reports] == [("softmax", "applied")], [
+        r.line() for r in result.reports
+    ]
+    x = np.random.default_rng(0).standard_normal((8, 100)).astype(np.float32)
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    got = tilefuse.CompiledModule(result.vmfb, "vulkan").main(x)
+    np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
 def test_ir_minmax_keys(tmp_path):
     """Row max of 256x1000 f32: the chunk loop folds 4-vectors of integer
     keys into a running arith.maxsi (no float max, no scalar reads), the

@@ -7,7 +7,8 @@ JAX reduces to rank 1 and broadcasts back through a keepdims shape:
     %b  = broadcast_in_dim %k, dims = [0, 1]  : [512, 1] -> [512, 1000]
 
 The planner sees a reduction result broadcast back over its rows only when
-the broadcast reads the reduction directly; with the [512, 1] step between,
+the broadcast reads the reduction directly (a keepdims written as a reshape
+that inserts the unit dim folds the same way); with the [512, 1] step between,
 a JAX softmax became three groups where the hand-written sample is one. The
 chain is one broadcast: broadcast_in_dim(broadcast_in_dim(x, d1), d2) is
 broadcast_in_dim(x, [d2[i] for i in d1]). The outer op is replaced; the inner
@@ -145,16 +146,41 @@ def op_name(op: ir.Operation) -> str:
     return op.name.removeprefix("stablehlo.")
 
 
+def _unit_insertion(reshape: ir.Operation) -> list[int] | None:
+    """Where a reshape that only inserts unit dims ([8] -> [8, 1]) puts each
+    source dim: the broadcast_in_dim dims it is (a keepdims written as a
+    reshape); None for any other reshape."""
+    source, result = shape_of(reshape.operands[0].type), shape_of(reshape.results[0].type)
+    if source is None or result is None:
+        return None
+    dims, i = [], 0
+    for j, n in enumerate(result):
+        if i < len(source) and source[i] == n:
+            dims.append(j)
+            i += 1
+        elif n != 1:
+            return None
+    return dims if i == len(source) else None
+
+
 def fold_chains(func: ir.Operation) -> list[str]:
     log = []
     for op in [op for op in walk(func) if op.name == BROADCAST]:
         inner = op.operands[0].owner
-        if isinstance(inner, ir.Block) or inner.operation.name != BROADCAST:
-            continue  # a block argument, or another op
+        if isinstance(inner, ir.Block):
+            continue  # a block argument
         inner = inner.operation
+        if inner.name == BROADCAST:
+            inner_dims = _dims(inner)
+        elif inner.name == "stablehlo.reshape":
+            inner_dims = _unit_insertion(inner)
+            if inner_dims is None:
+                continue
+        else:
+            continue
         # Innermost first: a chain of three folds as the walk reaches each.
         source = inner.operands[0]
-        outer_dims, inner_dims = _dims(op), _dims(inner)
+        outer_dims = _dims(op)
         dims = [outer_dims[i] for i in inner_dims]
         folded = ir.Operation.create(
             BROADCAST,

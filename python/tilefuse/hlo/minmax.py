@@ -38,7 +38,7 @@ from .argminmax import (
     splice,
     tensor_text,
 )
-from .ops import shape_of
+from .ops import ELEMENTWISE, shape_of
 
 BODIES = {"stablehlo.maximum": "max", "stablehlo.minimum": "min"}
 
@@ -60,10 +60,32 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
         return "not over the innermost dims (a column reduction has no NaN problem)", ""
     if splat_value(init) != (-math.inf if kind == "max" else math.inf):
         return "an init other than the identity", ""
-    for use in op.results[0].uses:
-        if use.owner.operation.name == "stablehlo.broadcast_in_dim":
-            return "its result is broadcast back (a softmax-like max)", ""
+    if _broadcast_back(op.results[0]):
+        return "its result is broadcast back (a softmax-like max)", ""
     return None, kind
+
+
+# What a softmax's max passes through before it is broadcast back over the
+# rows: jax.nn.softmax writes `maximum(-inf, max)`, a reshape adds the kept
+# unit dim.
+_PER_ROW = ELEMENTWISE | {"stablehlo.reshape"}
+
+
+def _broadcast_back(value: ir.Value) -> bool:
+    """Whether `value` (one per row) reaches a broadcast_in_dim through
+    elementwise ops and reshapes: the rows' kernel reads it back, and a
+    softmax group's max stays a float max there."""
+    todo = [value]
+    for _ in range(64):  # a softmax's max is a few ops from its broadcast
+        if not todo:
+            break
+        for use in todo.pop().uses:
+            user = use.owner.operation
+            if user.name == "stablehlo.broadcast_in_dim":
+                return True
+            if user.name in _PER_ROW:
+                todo += list(user.results)
+    return False
 
 
 def _template(kind: str, shape: list[int], dims: list[int], element: str, loc: str) -> str:
