@@ -68,6 +68,7 @@ from .ops import (
     dot_free_extents,
     dot_numbers,
     dot_numbers_attr,
+    element_type,
     erase_with_dead_producers,
     op_class,
     shape_of,
@@ -404,11 +405,18 @@ def _swap_into(op: ir.Operation, transpose: ir.Operation) -> ir.Operation:
 
 
 def _swap_helps(op: ir.Operation, numbers: dict, ranks: list[int], moved: dict) -> bool:
-    """The lhs is an argument (no producer to transpose it in) and not in
-    matmul layout, and the rhs, computed by an op, would be in it as the
-    lhs: swapped, only the argument needs a transpose (IREE's)."""
+    """The lhs is not in matmul layout, the rhs, computed by an op, would be
+    in it as the lhs, and swapped costs no transpose that stays: the lhs is
+    an argument (no producer to transpose it in; only it then needs a
+    transpose, IREE's), or both operands are moved as they are and a
+    transpose reads the result (the transpose back composes with it).
+    Attention over [B, S, H, D] ('bhqk,bkhd->bqhd' as JAX writes it: v^T
+    p^T, then the head merge) is the second: as written p, the softmax's
+    result, took a transpose dispatch of its own."""
     lhs, rhs = op.operands
-    if not moved["lhs"] or defining_op(lhs) is not None or defining_op(rhs) is None:
+    if not moved["lhs"] or defining_op(rhs) is None:
+        return False
+    if defining_op(lhs) is not None and not (moved["rhs"] and _result_transpose(op)[0]):
         return False
     if "algorithm" in op.attributes:
         return False  # its lhs and rhs precision types would swap too; kept as written
@@ -454,6 +462,18 @@ def _swapped_dot(op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
     )
 
 
+def _result_transpose(op: ir.Operation) -> tuple[ir.Operation | None, ir.Operation | None]:
+    """(the transpose that alone reads `op`'s result, directly or through a
+    convert read once (hlo/wide_accumulators' f32 product narrowed back),
+    that convert or None); (None, None) where there is none."""
+    user = sole_user(op, "stablehlo.transpose")
+    if user is not None:
+        return user, None
+    convert = sole_user(op, "stablehlo.convert")
+    user = sole_user(convert, "stablehlo.transpose") if convert is not None else None
+    return (user, convert) if user is not None else (None, None)
+
+
 def _swap(op: ir.Operation) -> ir.Operation:
     """dot_general(rhs, lhs), then a transpose of its result into `op`'s
     order (the free dims of lhs before those of rhs); returns the new
@@ -462,14 +482,28 @@ def _swap(op: ir.Operation) -> ir.Operation:
     swapped = _swapped_dot(op, ip)
     swapped_order = _swapped_order(op)
     back = [swapped_order.index(d) for d in range(len(swapped_order))]
-    user = sole_user(op, "stablehlo.transpose")
+    user, convert = _result_transpose(op)
     if user is not None:
         # A transpose reads the result (a head merge): one transpose, not two.
         perm = list(ir.DenseI64ArrayAttr(user.attributes["permutation"]))
         at = ir.InsertionPoint(user)
-        composed = _transpose(swapped.results[0], [back[p] for p in perm], at, user.location)
+        result = swapped.results[0]
+        if convert is not None:  # the product's epilogue still: the convert first
+            narrow = ir.RankedTensorType.get(
+                shape_of(result.type), element_type(convert.results[0].type)
+            )
+            result = ir.Operation.create(
+                "stablehlo.convert",
+                results=[narrow],
+                operands=[result],
+                loc=convert.location,
+                ip=at,
+            ).results[0]
+        composed = _transpose(result, [back[p] for p in perm], at, user.location)
         user.results[0].replace_all_uses_with(composed)
         user.erase()
+        if convert is not None:
+            convert.erase()
     else:
         transposed = _transpose(swapped.results[0], back, ip, op.location)
         op.results[0].replace_all_uses_with(transposed)
