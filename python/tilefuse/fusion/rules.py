@@ -108,7 +108,8 @@ def _widens_float(node: Node) -> bool:
 
 def matmul_epilogue(plan: Plan, p: Node, c: Node) -> bool:
     """A contraction takes its elementwise epilogue (bias, activation, residual)
-    and the index-only/elementwise producers of that epilogue's other operands.
+    and a transpose that keeps the innermost dim (a head merge), and the
+    index-only/elementwise producers of that epilogue's other operands.
 
     A contraction IREE forms (not in matmul layout: planner.TRANSPOSED_FALLBACK)
     takes no convert to a wider float: IREE fuses no such consumer into a
@@ -122,6 +123,11 @@ def matmul_epilogue(plan: Plan, p: Node, c: Node) -> bool:
         ]
         if _widens_float(c) and not plain_contraction(hero):
             return False
+        if c.name == "stablehlo.transpose":
+            # Attention's head merge ([B, H, S, D] -> [B, S, H, D]): the
+            # kernel stores its rows of N where the permutation puts them,
+            # as contiguous as before (IREE's formation fuses it too).
+            return plain_contraction(hero) and not moves_innermost(c)
         return c.cls == "elementwise" and c.shape == hero.shape
     if plan.kind_of(c.index) == "matmul" and plan.kind_of(p.index) == "loop":
         return c.cls == "elementwise" and p.cls in LOOP_OPS
