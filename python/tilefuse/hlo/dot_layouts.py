@@ -40,7 +40,10 @@ softmax's result, as the rhs, transposed: IREE folds that transpose into
 the softmax's dispatch when it forms the softmax itself, but not into a
 tilefuse softmax kernel, and copied p in a dispatch of its own (one more
 than plain IREE). Swapped, p is read as stored and v, an argument, is
-transposed by IREE as it was before.
+transposed by IREE as it was before. Where v is computed (split from a qkv
+projection) the operands swap too when a transpose reads the result (the
+head merge): the transpose back composes with it, and v is transposed where
+it is produced.
 
 Before any of this, forms JAX writes are undone:
 
