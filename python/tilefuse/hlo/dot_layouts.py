@@ -419,7 +419,8 @@ def _swap_helps(op: ir.Operation, numbers: dict, ranks: list[int], moved: dict) 
     lhs, rhs = op.operands
     if not moved["lhs"] or defining_op(rhs) is None:
         return False
-    if defining_op(lhs) is not None and not (moved["rhs"] and _result_transpose(op)[0]):
+    transposed_after = moved["rhs"] and _result_transpose(op)[0] is not None
+    if defining_op(lhs) is not None and not transposed_after:
         return False
     if "algorithm" in op.attributes:
         return False  # its lhs and rhs precision types would swap too; kept as written
