@@ -417,7 +417,7 @@ def phase2_with_fallbacks(
             culprits = failing_dispatches(e, active, library)
             why = e.reason.replace(f"{workdir}/", "")
             if not culprits and not e.timed_out and len(active) > 1:
-                _fails_without_strategies(kept, workdir, run)
+                _fails_without_strategies(e, kept, workdir, run)
                 culprits = _bisect(kept, active, workdir, run)
                 why = f"{why} (the error names no dispatch: {BISECTED})"
             if not culprits:
@@ -445,13 +445,28 @@ def phase2_with_fallbacks(
 BISECTED = "found by compiling halves of the strategies"
 
 
-def _fails_without_strategies(kept: list[Choice], workdir: Path, run: Phase2Run) -> None:
-    """Raise IREE's own error where phase 2 fails with every strategy
-    withdrawn: no strategy is to blame then, and halving them would withdraw
-    them one by one, each withdrawal costing a bisection (a program of 16
-    dispatches that plain iree-compile fails on in 0.5 s took 63 compiles
-    and 20 s to fail so)."""
-    run(write_library([replace(c, strategy=None) for c in kept], workdir), [])
+def _fails_without_strategies(
+    failure: PhaseFailed, kept: list[Choice], workdir: Path, run: Phase2Run
+) -> None:
+    """Raise `failure` where phase 2 fails with the same error with every
+    strategy withdrawn: IREE's codegen fails so on its own and no strategy
+    is to blame. Halving them would withdraw them one by one, each
+    withdrawal costing a bisection (a program of 16 dispatches that plain
+    iree-compile fails on in 0.5 s took 63 compiles and 20 s to fail so).
+    Another error there (a dispatch of the plan that only its strategy
+    compiles) leaves the bisection to find the strategy to withdraw."""
+    try:
+        run(write_library([replace(c, strategy=None) for c in kept], workdir), [])
+    except PhaseFailed as alone:
+        if _error_site(alone) == _error_site(failure):
+            raise failure from None
+
+
+def _error_site(failure: PhaseFailed) -> str:
+    """Where the first error is (the user's file:line:col), else its text:
+    the same op fails with vectors of other widths when strategies run."""
+    site = re.match(r"(\S+:\d+:\d+): ", failure.reason)
+    return site.group(1) if site else failure.reason
 
 
 def _bisect(

@@ -411,16 +411,22 @@ def _swap_helps(op: ir.Operation, numbers: dict, ranks: list[int], moved: dict) 
     """The lhs is not in matmul layout, the rhs, computed by an op, would be
     in it as the lhs, and swapped costs no transpose that stays: the lhs is
     an argument (no producer to transpose it in; only it then needs a
-    transpose, IREE's), or both operands are moved as they are and a
-    transpose reads the result (the transpose back composes with it).
+    transpose, IREE's), or both operands are moved as they are, a
+    transpose reads the result (the transpose back composes with it) and
+    the lhs is computed in a dispatch anyway (produced_in_a_dispatch: it is
+    then transposed there; a GQA repeat of an argument is left as written,
+    IREE folds both transpositions into the product).
     Attention over [B, S, H, D] ('bhqk,bkhd->bqhd' as JAX writes it: v^T
     p^T, then the head merge) is the second: as written p, the softmax's
     result, took a transpose dispatch of its own."""
     lhs, rhs = op.operands
     if not moved["lhs"] or defining_op(rhs) is None:
         return False
-    transposed_after = moved["rhs"] and _result_transpose(op)[0] is not None
-    if defining_op(lhs) is not None and not transposed_after:
+    if defining_op(lhs) is not None and not (
+        moved["rhs"]
+        and _result_transpose(op)[0] is not None
+        and produced_in_a_dispatch(lhs) is None
+    ):
         return False
     if "algorithm" in op.attributes:
         return False  # its lhs and rhs precision types would swap too; kept as written
@@ -486,7 +492,13 @@ def _swap(op: ir.Operation) -> ir.Operation:
     swapped = _swapped_dot(op, ip)
     swapped_order = _swapped_order(op)
     back = [swapped_order.index(d) for d in range(len(swapped_order))]
-    user, convert = _result_transpose(op)
+    if defining_op(op.operands[0]) is None:
+        # v an argument: a transpose reading the product itself composes;
+        # through its convert the two stay apart, and IREE, which forms
+        # that product, folds the one after it into its dispatch.
+        user, convert = sole_user(op, "stablehlo.transpose"), None
+    else:
+        user, convert = _result_transpose(op)
     if user is not None:
         # A transpose reads the result (a head merge): one transpose, not two.
         perm = list(ir.DenseI64ArrayAttr(user.attributes["permutation"]))
