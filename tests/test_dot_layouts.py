@@ -247,3 +247,18 @@ CHECK: return %[[R]]
         tmp_path,
     )
     assert str(module).count("stablehlo.transpose") == 2
+
+
+def test_a_repeat_of_an_argument_keeps_the_product_as_written():
+    """v a GQA repeat of an argument (a broadcast, no dispatch of its own):
+    swapped, v would need a transpose dispatch; as written IREE folds both
+    transpositions into the product (attn_gqa_repeat_f32: 6 dispatches
+    with the swap, 5 without, as at sweep 9)."""
+    text = P_V_COMPUTED.replace(
+        "%v = stablehlo.negate %v0 : tensor<2x12x4x16xbf16>",
+        "%v = stablehlo.broadcast_in_dim %v0, dims = [0, 1, 2, 3]"
+        " : (tensor<2x12x4x16xbf16>) -> tensor<2x12x4x16xbf16>",
+    )
+    module, log = _rewrite(text)
+    assert not any("operands swapped" in line for line in log), log
+    assert str(module).count("stablehlo.transpose") == 1, str(module)
