@@ -15,6 +15,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import tilefuse
 from references import SAMPLES
+from tilefuse.bench.run import resolve_models
 
 
 def main() -> int:
@@ -26,9 +27,8 @@ def main() -> int:
     args = p.parse_args()
     failed = 0
     for name in args.names:
-        path = Path(__file__).parent / f"{name}.mlir"
-        small = args.small and (path.parent / "small" / path.name).is_file()
-        path = path.parent / "small" / path.name if small else path
+        (path,) = resolve_models([name], args.small)  # as `tilefuse bench --small` picks
+        small = path.parent.name == "small"
         start = time.time()
         module = tilefuse.compile(path, target=args.target, device=args.device)
         for report in module.reports:

@@ -74,6 +74,7 @@ from .targets import Target, load_target
 from .toolchain import (
     DEFAULT_PHASE_TIMEOUT_S,
     PhaseFailed,
+    error_site,
     iree_compile,
     iree_opt,
     mentions,
@@ -465,8 +466,7 @@ def _fails_without_strategies(
 def _error_site(failure: PhaseFailed) -> str:
     """Where the first error is (the user's file:line:col), else its text:
     the same op fails with vectors of other widths when strategies run."""
-    site = re.match(r"(\S+:\d+:\d+): ", failure.reason)
-    return site.group(1) if site else failure.reason
+    return error_site(failure.stderr) or failure.reason
 
 
 def _bisect(

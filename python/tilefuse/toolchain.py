@@ -89,6 +89,13 @@ _DIAGNOSTIC = re.compile(
 )
 
 
+def error_site(stderr: str) -> str | None:
+    """The file:line:col of IREE's first error, or None (no error line, or
+    one on an op without a location)."""
+    m = _ERROR_LINE.search(stderr)
+    return m.group("loc") if m and m.group("loc") != "<unknown>:0" else None
+
+
 def first_error(stderr: str) -> str:
     """IREE's first `file:line:col: error: message` line; for a crash, the
     line that says what failed (an assertion, a signal) instead of the last

@@ -294,8 +294,7 @@ def _transposed_result(op: ir.Operation) -> ir.Operation | None:
     dot_general(rhs, lhs)."""
     if "algorithm" in op.attributes:
         return None  # its lhs and rhs precision types would swap too
-    convert = sole_user(op, "stablehlo.convert")
-    transpose = sole_user(convert or op, "stablehlo.transpose")
+    transpose, _ = _result_transpose(op)
     if transpose is None:
         return None
     if not all(dot_free_extents(op)):
@@ -389,20 +388,8 @@ def _swap_into(op: ir.Operation, transpose: ir.Operation) -> ir.Operation:
     ip = ir.InsertionPoint(transpose)
     with op.location:
         swapped = _swapped_dot(op, ip)
-    value = swapped.results[0]
-    convert = sole_user(op, "stablehlo.convert")
-    if convert is not None:
-        value = ir.Operation.create(
-            "stablehlo.convert",
-            results=[transpose.results[0].type],
-            operands=[value],
-            loc=convert.location,
-            ip=ip,
-        ).results[0]
-    transpose.results[0].replace_all_uses_with(value)
-    transpose.erase()
-    if convert is not None:
-        convert.erase()
+    _, convert = _result_transpose(op)
+    _replace_result_transpose(transpose, convert, _converted(swapped.results[0], convert, ip))
     op.erase()
     return swapped
 
@@ -484,6 +471,29 @@ def _result_transpose(op: ir.Operation) -> tuple[ir.Operation | None, ir.Operati
     return (user, convert) if user is not None else (None, None)
 
 
+def _converted(value: ir.Value, convert: ir.Operation | None, ip: ir.InsertionPoint) -> ir.Value:
+    """`value` (another product) through a convert like `convert` (a product's
+    narrowing back: its element type, `value`'s shape); `value` itself where
+    there is none."""
+    if convert is None:
+        return value
+    element = element_type(convert.results[0].type)
+    narrow = ir.RankedTensorType.get(shape_of(value.type), element, loc=convert.location)
+    return ir.Operation.create(
+        "stablehlo.convert", results=[narrow], operands=[value], loc=convert.location, ip=ip
+    ).results[0]
+
+
+def _replace_result_transpose(
+    transpose: ir.Operation, convert: ir.Operation | None, value: ir.Value
+) -> None:
+    """`value` for what `transpose` computed; it and the convert it read go."""
+    transpose.results[0].replace_all_uses_with(value)
+    transpose.erase()
+    if convert is not None:
+        convert.erase()
+
+
 def _swap(op: ir.Operation) -> ir.Operation:
     """dot_general(rhs, lhs), then a transpose of its result into `op`'s
     order (the free dims of lhs before those of rhs); returns the new
@@ -503,23 +513,10 @@ def _swap(op: ir.Operation) -> ir.Operation:
         # A transpose reads the result (a head merge): one transpose, not two.
         perm = list(ir.DenseI64ArrayAttr(user.attributes["permutation"]))
         at = ir.InsertionPoint(user)
-        result = swapped.results[0]
-        if convert is not None:  # the product's epilogue still: the convert first
-            narrow = ir.RankedTensorType.get(
-                shape_of(result.type), element_type(convert.results[0].type)
-            )
-            result = ir.Operation.create(
-                "stablehlo.convert",
-                results=[narrow],
-                operands=[result],
-                loc=convert.location,
-                ip=at,
-            ).results[0]
+        # The convert stays the product's epilogue: before the transpose.
+        result = _converted(swapped.results[0], convert, at)
         composed = _transpose(result, [back[p] for p in perm], at, user.location)
-        user.results[0].replace_all_uses_with(composed)
-        user.erase()
-        if convert is not None:
-            convert.erase()
+        _replace_result_transpose(user, convert, composed)
     else:
         transposed = _transpose(swapped.results[0], back, ip, op.location)
         op.results[0].replace_all_uses_with(transposed)
