@@ -280,3 +280,34 @@ def test_assembles_for_cuda(target, tmp_path):
         r.line() for r in result.reports
     ]
     assert all(r.spill_bytes == 0 for r in result.reports)
+
+
+def test_a_broadcast_scalar_joins_the_cone():
+    """sum(1 / (1 + exp(x * y))), as JAX writes a sigmoid's 1 - ...: the
+    ones are broadcast_in_dim of a scalar, which the view's move recreates
+    on [P, M] with the ops that read them, so the expensive divide reads
+    nothing from outside and step one computes the whole cone (it had a
+    loop dispatch of its own: three dispatches)."""
+    n = 60000
+    t = tensor([n], "f32")
+    text = (
+        f"func.func @main(%x: {t}, %y: {t}) -> tensor<f32> {{\n"
+        "  %zero = stablehlo.constant dense<0.0> : tensor<f32>\n"
+        "  %c1 = stablehlo.constant dense<1.0> : tensor<f32>\n"
+        f"  %one = stablehlo.broadcast_in_dim %c1, dims = [] : (tensor<f32>) -> {t}\n"
+        f"  %m = stablehlo.multiply %x, %y : {t}\n"
+        f"  %e = stablehlo.exponential %m : {t}\n"
+        f"  %d = stablehlo.add %one, %e : {t}\n"
+        f"  %a = stablehlo.divide %one, %d : {t}\n"
+        "  %s = stablehlo.reduce(%a init: %zero) applies stablehlo.add across dimensions = [0]"
+        f" : ({t}, tensor<f32>) -> tensor<f32>\n"
+        "  return %s : tensor<f32>\n}\n"
+    )
+    result = tilefuse.compile_program(text, "vulkan")
+    assert len(result.reports) == 2, [r.line() for r in result.reports]
+    assert all(r.status == "applied" for r in result.reports), [r.line() for r in result.reports]
+    rng = np.random.default_rng(9)
+    x, y = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+    out = CompiledModule(result.vmfb, "vulkan", result.reports).main(x, y)
+    want = (1 / (1 + np.exp(x.astype(np.float64) * y))).sum()
+    assert abs(float(np.asarray(out)) - want) <= 1e-5 * abs(want)

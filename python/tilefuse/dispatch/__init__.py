@@ -1,7 +1,8 @@
 """Reading and rewriting IREE's executable sources (phase 1 output).
 
 read.py           one Dispatch record per dispatch function (root, loops, operands)
-fuse_broadcasts.py elementwise ops a reduction reads through a broadcast fused into it
+fuse_broadcasts.py elementwise ops a reduction reads through a broadcast (or in
+                  another order) fused into it
 collapse.py       column reductions: merge the loops IREE leaves uncollapsed
 fuse_roots.py     a chain of elementwise roots merged into one op
 fold_reshapes.py  reshapes of loads and stores folded into the bindings

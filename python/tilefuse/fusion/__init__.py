@@ -10,6 +10,8 @@ The rewrites that run before planning are hlo/'s.
     safety.py   XLA's index-safety rule (no silent recomputation), on group_maps
     rows.py     groups of rank > 2 (softmax-like, mean-like) rewritten on [rows, n],
                 then planned again (fuse)
+    recompute.py  what a column reduction and a later stage both read, cloned
+                for the reduction instead of stored, then planned again (fuse)
     catalogue.py  what the kernels can take (the planner asks it; the driver builds it)
     planner.py  one planner applying the rules (no cycles, target limits)
     outline.py  flow.dispatch.region per group, in place
@@ -30,6 +32,7 @@ from .graph import FuncGraph, module_graphs
 from .groups import Group
 from .outline import LOC_PREFIX, outline_function
 from .planner import plan_function
+from .recompute import recompute_stored_columns
 
 
 @dataclass
@@ -107,11 +110,15 @@ def fuse(
     module = ir.Module.parse(text, ctx)
     rewritten = rewrite_module(module, target)
     plan = plan_module(module, target, kernels, withheld)
+    recomputed = _recompute_stored_columns(plan)
+    if any("computed again" in line for line in recomputed):
+        module.operation.verify()
+        plan = plan_module(module, target, kernels, withheld)
     viewed = _view_as_rows(plan, withheld or {}) if target.is_gpu else []
     if viewed:
         module.operation.verify()
         plan = plan_module(module, target, kernels, withheld)
-    plan.log = rewritten.log + viewed + plan.log
+    plan.log = rewritten.log + recomputed + viewed + plan.log
     plan.split_steps, plan.splits = rewritten.split_steps, rewritten.splits
     for g in plan.graphs:
         if g.name in plan.groups:
@@ -119,6 +126,16 @@ def fuse(
     module.operation.verify()
     plan.text = module.operation.get_asm(enable_debug_info=True)
     return plan
+
+
+def _recompute_stored_columns(plan: FusionPlan) -> list[str]:
+    """recompute.py on every function; the module must be planned again
+    where a line says what is computed again (the clones are in it)."""
+    log = []
+    for graph in plan.graphs:
+        lines = recompute_stored_columns(graph, plan.groups.get(graph.name, []))
+        log += [f"{graph.name}: {line}" for line in lines]
+    return log
 
 
 def _view_as_rows(plan: FusionPlan, withheld: dict[str, str]) -> list[str]:

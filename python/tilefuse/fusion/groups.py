@@ -38,6 +38,7 @@ class Group:
     signature: str = ""  # ops and types: equal signatures may share one executable
     outlined: bool = True  # False: no kernel of its own (IREE folds reshapes away)
     why_not_outlined: str = ""
+    split_from: str = ""  # the group split_columns cut it from (planner.py)
 
 
 def plain_contraction(node) -> bool:

@@ -755,16 +755,7 @@ def split_columns(graph: FuncGraph, group: Group) -> list[Group] | None:
     reduces = {i for i in members if nodes[i].cls == "reduce"}
     if not reduces or not all(_over_outer_dims(nodes[i]) for i in reduces):
         return None
-    stage: dict[int, int] = {}
-    for i in sorted(members):  # program order: producers first
-        inside = [q for q in nodes[i].producers if q in members]
-        stage[i] = max((stage[q] + (q in reduces) for q in inside), default=0)
-    for i in sorted(members - reduces, reverse=True):
-        # An op reading nothing of the group (a broadcast constant) joins its
-        # first reader's stage rather than make a group of its own.
-        users = [u for u in nodes[i].users if u in members]
-        if users and not any(q in members for q in nodes[i].producers):
-            stage[i] = min(stage[u] for u in users)
+    stage = column_stages(graph, members, reduces)
     parts = []
     for k in sorted(set(stage.values())):
         ops = {i for i in members if stage[i] == k}
@@ -791,7 +782,34 @@ def split_columns(graph: FuncGraph, group: Group) -> list[Group] | None:
         for g in groups
     ):
         return None
+    for g in groups:
+        g.split_from = group.name
     return groups
+
+
+def column_stages(graph: FuncGraph, members: set[int], reduces: set[int]) -> dict[int, int]:
+    """Each member's stage: how many of the group's reductions its inputs
+    pass through one after another. An op that feeds no reduction of its
+    own stage (the `x - mean` a batch norm's output reads) moves down to
+    its first reader's stage, which computes it again from what it reads
+    rather than read it back from memory; so does an op reading nothing
+    of the group (a broadcast constant)."""
+    nodes = graph.nodes
+    stage: dict[int, int] = {}
+    for i in sorted(members):  # program order: producers first
+        inside = [q for q in nodes[i].producers if q in members]
+        stage[i] = max((stage[q] + (q in reduces) for q in inside), default=0)
+    for i in sorted(members - reduces, reverse=True):  # readers first
+        users = [u for u in nodes[i].users if u in members]
+        if not users or nodes[i].returned:
+            continue
+        feeds_own_stage = any(
+            i in upstream_members(graph, members, nodes[r]) for r in reduces if stage[r] == stage[i]
+        )
+        reads_group = any(q in members for q in nodes[i].producers)
+        if not reads_group or not feeds_own_stage:
+            stage[i] = max(stage[i], min(stage[u] for u in users))
+    return stage
 
 
 def _over_outer_dims(node) -> bool:

@@ -234,6 +234,14 @@ def _elementwise(op: ir.Operation) -> bool:
     return node_class(op) == "elementwise"
 
 
+def _scalar_broadcast(op: ir.Operation) -> bool:
+    """A broadcast_in_dim of a rank-0 value (JAX's `1 - x` is one): it is
+    recreated on the view's shape as any elementwise op of the cone, so an
+    expensive op reading it (`1 / (1 + exp(-x))`) reads nothing from
+    outside."""
+    return op.name == "stablehlo.broadcast_in_dim" and shape_of(op.operands[0].type) == []
+
+
 def _cone(root: ir.Operation, view: ir.Operation) -> list[ir.Operation]:
     """The elementwise ops of x's full shape that feed `root` (x's producer)
     and whose results nothing but the cone and `view` reads, program order."""
@@ -241,7 +249,9 @@ def _cone(root: ir.Operation, view: ir.Operation) -> list[ir.Operation]:
     candidates, stack = [], [root]
     while stack:
         op = stack.pop()
-        if op is None or _inside(op, candidates) or not _elementwise(op):
+        if op is None or _inside(op, candidates):
+            continue
+        if not (_elementwise(op) or _scalar_broadcast(op)):
             continue
         if len(op.results) != 1 or shape_of(op.results[0].type) != shape:
             continue
