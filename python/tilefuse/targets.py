@@ -12,7 +12,7 @@ from .paths import PIPELINES
 
 # Fields that work around IREE or driver bugs rather than state a hardware
 # fact; a pipelines/*.toml sets them under [workarounds].
-WORKAROUNDS = {"bf16_vector_elements", "float_minmax_as_keys"}
+WORKAROUNDS = {"bf16_vector_elements", "float_minmax_as_keys", "grouped_convs_rewritten"}
 # SPIR-V vectors hold 2 to 4 elements (8 and 16 need the Vector16 capability).
 SPIRV_VECTOR_ELEMENTS = 4
 
@@ -48,6 +48,12 @@ class Target:
     # drops NaN, and scalars instead run far slower on lavapipe
     # (docs/findings.md, 'Float max/min on SPIR-V').
     float_minmax_as_keys: bool = False
+    # Workaround: convolutions with feature_group_count > 1 (and more than
+    # one input feature per group) are rewritten as depthwise ones and a
+    # sum, or one per group (hlo/grouped_convs.py): IREE's SPIR-V codegen
+    # of them writes wrong values (docs/findings.md, 'Grouped convolutions
+    # on SPIR-V').
+    grouped_convs_rewritten: bool = False
     # Elements of a row each lane may keep in registers (N / subgroup size):
     # up to this, a softmax-like row runs on one subgroup with the row in
     # registers (strategies/row_warp.py; longer rows on several subgroups,

@@ -45,6 +45,10 @@ class FusionPlan:
     # steps), and their log lines (split or why not).
     split_steps: int = 0
     splits: list[str] = field(default_factory=list)
+    # What the hlo rewrites changed because IREE's codegen of the program as
+    # written is wrong (a grouped convolution on SPIR-V): IREE's own
+    # formation of that program is then no alternative to the plan.
+    corrections: list[str] = field(default_factory=list)
     calls_defined_functions: bool = False  # IREE inlines those: dispatch order changes
     region_order: dict[str, list[Group]] = field(default_factory=dict)  # as outlined
     # StableHLO ops in no region (pads, delegated groups): IREE forms their dispatches.
@@ -120,6 +124,7 @@ def fuse(
         plan = plan_module(module, target, kernels, withheld)
     plan.log = rewritten.log + recomputed + viewed + plan.log
     plan.split_steps, plan.splits = rewritten.split_steps, rewritten.splits
+    plan.corrections = rewritten.corrections
     for g in plan.graphs:
         if g.name in plan.groups:
             plan.region_order[g.name] = outline_function(g, plan.groups[g.name])

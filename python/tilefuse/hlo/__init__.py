@@ -2,6 +2,8 @@
 
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
+    grouped_convs.py grouped convolutions as depthwise ones and a sum, or one per
+                  group (SPIR-V targets: IREE's codegen of them is wrong there)
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     index_broadcasts.py a broadcast of an iota computation (a causal mask) computed at its shape
     transpose_chains.py a transpose of a transpose composed into one (or none), reshapes
@@ -42,6 +44,7 @@ from . import (
     column_splits,
     dot_layouts,
     fold_scalars,
+    grouped_convs,
     index_broadcasts,
     matrix_vectors,
     minmax,
@@ -67,6 +70,10 @@ class FunctionRewrite:
     # It splits work into steps, each a dispatch of its own (it marks the
     # steps it adds with ops.SPLIT_STEP); explain prints its log.
     splits: bool = False
+    # It rewrites what IREE's codegen computes wrong: the program as written
+    # is no alternative (its log lines but those that leave an op as it is
+    # are Rewritten.corrections).
+    corrects: bool = False
 
 
 def _any_target(rewrite: Callable[[ir.Operation], list[str]]):
@@ -81,6 +88,12 @@ def _any_target(rewrite: Callable[[ir.Operation], list[str]]):
 # once at the end; column reductions are split last, on the rewritten ops.
 FUNCTION_REWRITES = (
     FunctionRewrite("fold_scalars", lambda t: True, _any_target(fold_scalars.rewrite_function)),
+    FunctionRewrite(
+        "grouped_convs",
+        lambda t: t.grouped_convs_rewritten,
+        _any_target(grouped_convs.rewrite_function),
+        corrects=True,
+    ),
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
     FunctionRewrite(
         "index_broadcasts", lambda t: t.is_gpu, _any_target(index_broadcasts.rewrite_function)
@@ -140,6 +153,12 @@ class Rewritten:
     # them).
     split_steps: int = 0
     splits: list[str] = field(default_factory=list)
+    # The lines of the rewrites that correct IREE's codegen (`corrects`).
+    corrections: list[str] = field(default_factory=list)
+
+
+# How a correcting rewrite's log says it left an op as it was.
+LEFT = "left as it is"
 
 
 def _take_split_steps(func: ir.Operation) -> int:
@@ -166,5 +185,7 @@ def rewrite_module(module: ir.Module, target: Target) -> Rewritten:
                 done.log += lines
                 if rewrite.splits:
                     done.splits += lines
+                if rewrite.corrects:
+                    done.corrections += [line for line in lines if LEFT not in line]
         done.split_steps += _take_split_steps(op)
     return done
