@@ -4,6 +4,8 @@
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     grouped_convs.py grouped convolutions as depthwise ones and a sum, or one per
                   group (SPIR-V targets: IREE's codegen of them is wrong there)
+    select_scatters.py select_and_scatter (a max pool's gradient) as strided slices,
+                  selects and pads (IREE's lowering leaves an index uninitialized)
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     index_broadcasts.py a broadcast of an iota computation (a causal mask) computed at its shape
     transpose_chains.py a transpose of a transpose composed into one (or none), reshapes
@@ -51,6 +53,7 @@ from . import (
     narrow_operands,
     negated_sums,
     scalars,
+    select_scatters,
     split_k,
     transpose_chains,
     unit_reduces,
@@ -92,6 +95,12 @@ FUNCTION_REWRITES = (
         "grouped_convs",
         lambda t: t.grouped_convs_rewritten,
         _any_target(grouped_convs.rewrite_function),
+        corrects=True,
+    ),
+    FunctionRewrite(
+        "select_scatters",
+        lambda t: t.is_gpu,
+        _any_target(select_scatters.rewrite_function),
         corrects=True,
     ),
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
