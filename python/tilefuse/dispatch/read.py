@@ -154,6 +154,10 @@ class Dispatch:
     # (its `epilogue_operand`: the root's input it produces); else None.
     reduction_hero: "Dispatch | None" = None
     epilogue_operand: int | None = None
+    # Some root input is indexed by a sum over a reduction loop (a
+    # convolution's window: x[w + kw]), which no kernel's tiling of the
+    # reduction handles.
+    window_reads: bool = False
 
     @property
     def lane_strides(self) -> list[tuple[str, tuple[int, ...]]]:
@@ -191,6 +195,14 @@ class Dispatch:
             return f"root op is {self.root_cast} on a tensor, not linalg.generic"
         if self.root_op != "linalg.generic":
             return f"root op is {self.root_op}, not linalg.generic"
+        if self.window_reads:
+            # A 1-D depthwise convolution (x[w + kw, c] * k[kw, c]) looked
+            # like a column reduction, and its kernel's split of kw read the
+            # wrong elements (relative error 1.1).
+            return (
+                "an input is read at a sum of loop indices over a reduction loop "
+                "(a convolution's window), which no kernel's tiling handles"
+            )
         if self.root_gathers and not takes_gathers:
             # Measured on the corpus (embedding, llama's RoPE): the other
             # strategies' vectorize steps fail on it ("Attempted to
@@ -408,6 +420,13 @@ def _describe_root(d: Dispatch, root, func) -> None:
         d.loop_ranges = _loop_ranges(maps, [_operand(v) for v in operands], len(identity.results))
         d.input_inner_dims = [_inner_dim(m) for m in maps[:num_inputs]]
         d.input_maps_identity = [m == identity for m in maps[:num_inputs]]
+        reductions = {i for i, it in enumerate(d.iterator_types) if it == "reduction"}
+        d.window_reads = any(
+            _expression_dims(e) & reductions
+            for m in maps[:num_inputs]
+            for e in m.results
+            if _cast(ir.AffineDimExpr, e) is None
+        )
         d.lane_strides_by_loop = [
             _lane_strides(maps, operands, num_inputs, d.loop_ranges, loop)
             for loop in range(len(d.loop_ranges))
@@ -567,6 +586,17 @@ def _summary(op) -> OpSummary:
                 for amap in maps[:num_inputs]
             )
     return s
+
+
+def _expression_dims(expr) -> set[int]:
+    """The loop dims an affine expression reads."""
+    dim = _cast(ir.AffineDimExpr, expr)
+    if dim is not None:
+        return {dim.position}
+    binary = _cast(ir.AffineBinaryExpr, expr)
+    if binary is None:
+        return set()
+    return _expression_dims(binary.lhs) | _expression_dims(binary.rhs)
 
 
 def _inner_dim(amap) -> int | None:

@@ -4,6 +4,8 @@
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     grouped_convs.py grouped convolutions as depthwise ones and a sum, or one per
                   group (SPIR-V targets: IREE's codegen of them is wrong there)
+    mixed_convs.py grouped convolutions of f16/bf16 with an f32 result read their
+                  operands converted to f32 (IREE fails on the depthwise ones)
     select_scatters.py select_and_scatter (a max pool's gradient) as strided slices,
                   selects and pads (IREE's lowering leaves an index uninitialized)
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
@@ -50,6 +52,7 @@ from . import (
     index_broadcasts,
     matrix_vectors,
     minmax,
+    mixed_convs,
     narrow_operands,
     negated_sums,
     scalars,
@@ -97,6 +100,7 @@ FUNCTION_REWRITES = (
         _any_target(grouped_convs.rewrite_function),
         corrects=True,
     ),
+    FunctionRewrite("mixed_convs", lambda t: True, _any_target(mixed_convs.rewrite_function)),
     FunctionRewrite(
         "select_scatters",
         lambda t: t.is_gpu,

@@ -1,4 +1,4 @@
-"""Grouped convolutions on SPIR-V targets (hlo/grouped_convs.py): IREE 3.13's
+"""Convolutions on Vulkan. Grouped convolutions (hlo/grouped_convs.py): IREE 3.13's
 own SPIR-V codegen of them writes wrong values (relative error 1.0 on
 lavapipe for every 3x3 case tried), so they are rewritten as depthwise
 convolutions and a sum, or one convolution per group; checked here on
@@ -89,3 +89,39 @@ def test_cuda_keeps_the_grouped_convolution():
     assert "feature_group_count = 4" in plan.text
     vulkan = fuse(text, load_target("vulkan"), catalogue())
     assert "feature_group_count = 16" in vulkan.text and vulkan.corrections
+
+
+def depthwise_1d(x, w):
+    wide = jnp.float32 if x.dtype != jnp.float32 else None
+    y = lax.conv_general_dilated(
+        x,
+        w,
+        (1,),
+        ((3, 0),),
+        dimension_numbers=("NWC", "WIO", "NWC"),
+        feature_group_count=32,
+        preferred_element_type=wide,
+    )
+    return y.astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_a_depthwise_convolution_over_one_axis(dtype):
+    """A causal 1-D depthwise convolution (Mamba's and Hyena's short
+    filters): its dispatch is x[w + kw, c] * k[kw, c] summed over kw, which
+    the column-reduction kernel took and got wrong (relative error 1.1);
+    now every kernel refuses an input read at a sum over a reduction loop.
+    In bf16 accumulating in f32 (preferred_element_type), plain
+    iree-compile fails ("'tensor.collapse_shape' op expected collapsed
+    type"); hlo/mixed_convs.py converts its operands first."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 40, 32)).astype(dtype)
+    w = rng.standard_normal((4, 1, 32)).astype(dtype)
+    result = tilefuse.compile_program(jax.jit(depthwise_1d).lower(x, w).as_text(), "vulkan")
+    conv = [r for r in result.reports if "_conv_" in r.name]
+    assert conv and conv[0].strategy is None, [r.line() for r in result.reports]
+    assert "a convolution's window" in conv[0].line()
+    ref = np.asarray(jax.jit(depthwise_1d)(x, w)).astype(np.float64)
+    got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(x, w)).astype(np.float64)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-2
+    assert np.abs(got - ref).max() <= tolerance * np.abs(ref).max()
