@@ -89,6 +89,9 @@ def test_cuda_keeps_the_grouped_convolution():
     assert "feature_group_count = 4" in plan.text
     vulkan = fuse(text, load_target("vulkan"), catalogue())
     assert "feature_group_count = 16" in vulkan.text and vulkan.corrections
+    # What IREE forms if every group is dropped: corrected, not outlined.
+    assert "feature_group_count = 16" in vulkan.corrected_text
+    assert "flow.dispatch.region" not in vulkan.corrected_text
 
 
 def depthwise_1d(x, w):

@@ -613,6 +613,9 @@ def compile_fused(
                 attempt_dir.mkdir(parents=True, exist_ok=True)
                 c = Compilation(program, target, attempt_dir, options, attempt)
                 advance(c, "fusion", "fusion")
+                if c.plan is not None and c.plan.corrected_text:
+                    # Dropped groups leave IREE the corrected program.
+                    own.program = replace(program, text=c.plan.corrected_text, path=None)
                 if own.future is None and own.unneeded is None:
                     own.unneeded = formation_unneeded(c.plan)
                     if own.unneeded is None:
@@ -651,7 +654,7 @@ def compile_fused(
         # The fusion groups cost the compile: IREE forms the dispatches.
         mine = own.compilation()
         if mine is None:  # IREE's own phase 1 failed: say so, as IREE would
-            result = compile_dispatches(program, target, workdir / "no-fusion", options)
+            result = compile_dispatches(own.program, target, workdir / "no-fusion", options)
         else:
             result = run_stages(mine, "phase2")
     result.notes.insert(0, f"FALLBACK: fusion groups dropped, IREE formed the dispatches: {why}")

@@ -49,6 +49,9 @@ class FusionPlan:
     # written is wrong (a grouped convolution on SPIR-V): IREE's own
     # formation of that program is then no alternative to the plan.
     corrections: list[str] = field(default_factory=list)
+    # With corrections: the rewritten program before outlining, what IREE
+    # forms the dispatches of if the fusion groups are dropped.
+    corrected_text: str = ""
     calls_defined_functions: bool = False  # IREE inlines those: dispatch order changes
     region_order: dict[str, list[Group]] = field(default_factory=dict)  # as outlined
     # StableHLO ops in no region (pads, delegated groups): IREE forms their dispatches.
@@ -125,6 +128,8 @@ def fuse(
     plan.log = rewritten.log + recomputed + viewed + plan.log
     plan.split_steps, plan.splits = rewritten.split_steps, rewritten.splits
     plan.corrections = rewritten.corrections
+    if plan.corrections:
+        plan.corrected_text = module.operation.get_asm(enable_debug_info=True)
     for g in plan.graphs:
         if g.name in plan.groups:
             plan.region_order[g.name] = outline_function(g, plan.groups[g.name])
