@@ -7,7 +7,7 @@ and its BaseDistribute configuration writes zeros and partial sums
 (relative error 1.0 on lavapipe for every 3x3 case tried, plain
 iree-compile too; the llvm-cpu backend is right; docs/findings.md,
 'Grouped convolutions on SPIR-V'). Depthwise convolutions (one input
-feature per group) and ungrouped ones are right. So, on the targets that
+feature per group), ungrouped ones and 1x1 grouped ones are right. So, on the targets that
 ask for it (`grouped_convs_rewritten`), each grouped convolution becomes
 an equivalent made of those:
 
@@ -27,7 +27,11 @@ an equivalent made of those:
 A convolution with batch_group_count B > 1 (JAX's weight gradient of a
 grouped convolution) is as wrong there; it becomes B convolutions, each of
 its slice of the input's batch and of the kernel's output features.
-Dynamic shapes are left as they are, and the log says so.
+
+Left as they are, with the reason in the log: what IREE computes right
+there (a depthwise convolution, the weight gradient of one, whose batch
+groups hold one element each, and a grouped convolution with a 1x1
+window), and dynamic shapes.
 """
 
 from iree.compiler import ir
@@ -76,9 +80,14 @@ def refusal(op: ir.Operation) -> str | None:
     shapes = [shape_of(v.type) for v in (op.operands[0], op.operands[1], op.results[0])]
     if any(s is None for s in shapes):
         return "dynamic shapes"
-    lhs, _, _ = _layout(op.attributes["dimension_numbers"])
+    lhs, rhs, _ = _layout(op.attributes["dimension_numbers"])
     if groups > 1 and shapes[0][lhs.index("f")] == groups:
         return "depthwise (one input feature per group)"
+    if batch_groups > 1 and shapes[0][lhs.index("b")] == batch_groups:
+        return "one batch element per group (a depthwise convolution's weight gradient)"
+    window = [shapes[1][i] for i, role in enumerate(rhs) if role not in ("i", "o")]
+    if groups > 1 and all(extent == 1 for extent in window):
+        return "a 1x1 window"
     return None
 
 
