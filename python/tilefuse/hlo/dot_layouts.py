@@ -68,6 +68,7 @@ from iree.compiler import ir
 from ..frontend import location_text
 from ..irutil import defining_op
 from .ops import (
+    body_ops,
     dot_free_extents,
     dot_numbers,
     dot_numbers_attr,
@@ -151,12 +152,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     layout into it where they are produced, in place; one log line per
     dot_general changed or left."""
     log = []
-    dots = [
-        o.operation
-        for o in func.regions[0].blocks[0].operations
-        if o.operation.name == "stablehlo.dot_general"
-    ]
-    for op in dots:
+    for op in body_ops(func, "stablehlo.dot_general"):
         where = location_text(op.location)
         if _unit_free_dims(op):
             with op.location:

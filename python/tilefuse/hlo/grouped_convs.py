@@ -38,7 +38,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .argminmax import splice, tensor_text
-from .ops import shape_of
+from .ops import body_ops, shape_of
 
 # Above this many input features per group, the depthwise form's
 # intermediate (that many times the output) costs more than G convolutions.
@@ -240,12 +240,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     """Rewrite every grouped convolution of `func` in place; one log line
     per grouped convolution (rewritten, or why not)."""
     log = []
-    convs = [
-        op.operation
-        for op in func.regions[0].blocks[0].operations
-        if op.operation.name == "stablehlo.convolution"
-    ]
-    for op in convs:
+    for op in body_ops(func, "stablehlo.convolution"):
         why = refusal(op)
         if why == "not grouped":
             continue

@@ -21,6 +21,7 @@ the padding or the convolution's loads).
 from iree.compiler import ir
 
 from ..frontend import location_text
+from .ops import body_ops
 
 FLOATS = ("f16", "bf16", "f32")
 
@@ -33,9 +34,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     """Convert the operands of every mixed-precision grouped convolution
     of `func` to its result type, in place; one log line each."""
     log = []
-    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
-        if op.name != "stablehlo.convolution":
-            continue
+    for op in body_ops(func, "stablehlo.convolution"):
         if ir.IntegerAttr(op.attributes["feature_group_count"]).value == 1:
             continue
         wide = _element(op.results[0])

@@ -126,6 +126,12 @@ def node_class(op: ir.Operation) -> str:
     return op_class(op.name)
 
 
+def body_ops(func: ir.Operation, name: str) -> list[ir.Operation]:
+    """The ops named `name` in `func`'s body, collected before a rewrite
+    changes it."""
+    return [o.operation for o in func.regions[0].blocks[0].operations if o.operation.name == name]
+
+
 def try_cast(cls, value):
     """cls(value), or None when value is not one."""
     try:

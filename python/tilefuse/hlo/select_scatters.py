@@ -30,7 +30,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .argminmax import splice, tensor_text
-from .ops import shape_of
+from .ops import body_ops, shape_of
 
 
 def _ints(op: ir.Operation, name: str, default: int, rank: int) -> list[int]:
@@ -141,12 +141,7 @@ def _template(op: ir.Operation) -> str:
 def rewrite_function(func: ir.Operation) -> list[str]:
     """Rewrite every select_and_scatter of `func` in place; one log line each."""
     log = []
-    ops = [
-        o.operation
-        for o in func.regions[0].blocks[0].operations
-        if o.operation.name == "stablehlo.select_and_scatter"
-    ]
-    for op in ops:
+    for op in body_ops(func, "stablehlo.select_and_scatter"):
         where = location_text(op.location)
         why = refusal(op)
         if why:
