@@ -1,6 +1,6 @@
 """Convolutions on Vulkan. Grouped convolutions (hlo/grouped_convs.py): IREE 3.13's
 own SPIR-V codegen of them writes wrong values (relative error 1.0 on
-lavapipe for every 3x3 case tried), so they are rewritten as depthwise
+lavapipe for 3x3 windows over 9x9 to 16x16 images), so they are rewritten as depthwise
 convolutions and a sum, or one convolution per group; checked here on
 Vulkan against jax.jit on the CPU (1e-5 relative to the largest output
 magnitude in f32, 1e-2 in f16/bf16, whose inputs are rounded alike)."""
