@@ -23,7 +23,8 @@ from iree.compiler import ir
 from ..frontend import location_text
 from .ops import body_ops
 
-FLOATS = ("f16", "bf16", "f32")
+# Operand element types widened to an f32 result (never narrowed).
+OPERANDS = {"f16", "bf16", "f32"}
 
 
 def _element(value: ir.Value) -> str:
@@ -39,7 +40,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             continue
         wide = _element(op.results[0])
         narrow = {_element(v) for v in op.operands}
-        if wide not in FLOATS or narrow == {wide} or not narrow <= set(FLOATS):
+        if wide != "f32" or narrow == {wide} or not narrow <= OPERANDS:
             continue
         for k, value in enumerate(list(op.operands)):
             if _element(value) == wide:
