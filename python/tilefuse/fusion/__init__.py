@@ -117,8 +117,8 @@ def fuse(
     module = ir.Module.parse(text, ctx)
     rewritten = rewrite_module(module, target)
     plan = plan_module(module, target, kernels, withheld)
-    recomputed = _recompute_stored_columns(plan)
-    if any("computed again" in line for line in recomputed):
+    recomputed, cloned = _recompute_stored_columns(plan)
+    if cloned:
         module.operation.verify()
         plan = plan_module(module, target, kernels, withheld)
     viewed = _view_as_rows(plan, withheld or {}) if target.is_gpu else []
@@ -138,14 +138,15 @@ def fuse(
     return plan
 
 
-def _recompute_stored_columns(plan: FusionPlan) -> list[str]:
-    """recompute.py on every function; the module must be planned again
-    where a line says what is computed again (the clones are in it)."""
-    log = []
+def _recompute_stored_columns(plan: FusionPlan) -> tuple[list[str], bool]:
+    """recompute.py on every function: its log, and whether it cloned ops
+    (then the module must be planned again)."""
+    log, cloned = [], False
     for graph in plan.graphs:
-        lines = recompute_stored_columns(graph, plan.groups.get(graph.name, []))
+        lines, changed = recompute_stored_columns(graph, plan.groups.get(graph.name, []))
         log += [f"{graph.name}: {line}" for line in lines]
-    return log
+        cloned |= changed
+    return log, cloned
 
 
 def _view_as_rows(plan: FusionPlan, withheld: dict[str, str]) -> list[str]:

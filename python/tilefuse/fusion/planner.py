@@ -799,13 +799,12 @@ def column_stages(graph: FuncGraph, members: set[int], reduces: set[int]) -> dic
     for i in sorted(members):  # program order: producers first
         inside = [q for q in nodes[i].producers if q in members]
         stage[i] = max((stage[q] + (q in reduces) for q in inside), default=0)
+    feeding = {r: upstream_members(graph, members, nodes[r]) for r in reduces}
     for i in sorted(members - reduces, reverse=True):  # readers first
         users = [u for u in nodes[i].users if u in members]
         if not users or nodes[i].returned:
             continue
-        feeds_own_stage = any(
-            i in upstream_members(graph, members, nodes[r]) for r in reduces if stage[r] == stage[i]
-        )
+        feeds_own_stage = any(i in feeding[r] for r in reduces if stage[r] == stage[i])
         reads_group = any(q in members for q in nodes[i].producers)
         if not reads_group or not feeds_own_stage:
             stage[i] = max(stage[i], min(stage[u] for u in users))

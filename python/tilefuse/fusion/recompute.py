@@ -20,10 +20,9 @@ from collections import defaultdict
 
 from iree.compiler import ir
 
-from ..hlo.ops import EXPENSIVE
 from .graph import FuncGraph
 from .groups import Group
-from .safety import TRANSCENDENTAL_COST
+from .safety import op_cost
 
 # Two transcendental ops per element (exp(x - max) of a column softmax costs
 # 6): cheaper to recompute than to write and read back a tensor of the
@@ -31,23 +30,16 @@ from .safety import TRANSCENDENTAL_COST
 MAX_RECOMPUTED_COST = 8
 
 
-def op_cost(graph: FuncGraph, i: int) -> int:
-    node = graph.nodes[i]
-    if node.cls != "elementwise":
-        return 0
-    return TRANSCENDENTAL_COST if node.name in EXPENSIVE else 1
-
-
-def recompute_stored_columns(graph: FuncGraph, groups: list[Group]) -> list[str]:
+def recompute_stored_columns(graph: FuncGraph, groups: list[Group]) -> tuple[list[str], bool]:
     """Clone, for the column-reduction parts that read it, each loop part of
     a split_columns cut that nothing returns and that is cheap to compute;
-    one log line per loop part cloned or left stored (and why). The graph
-    is stale afterwards."""
+    one log line per loop part cloned or left stored (and why), and whether
+    any was cloned (the graph is stale then)."""
     parts: dict[str, list[Group]] = defaultdict(list)
     for g in groups:
         if g.split_from:
             parts[g.split_from].append(g)
-    log = []
+    log, cloned = [], False
     for cut in parts.values():
         for stored in (g for g in cut if g.kind == "loop" and g.outlined):
             members = set(stored.members)
@@ -59,7 +51,7 @@ def recompute_stored_columns(graph: FuncGraph, groups: list[Group]) -> list[str]
             ]
             if not readers:
                 continue
-            cost = sum(op_cost(graph, i) for i in members)
+            cost = sum(op_cost(graph.nodes[i]) for i in members)
             if any(graph.nodes[i].returned for i in members):
                 log.append(f"{stored.name}: stored, not recomputed: the function returns it")
             elif cost > MAX_RECOMPUTED_COST:
@@ -70,12 +62,13 @@ def recompute_stored_columns(graph: FuncGraph, groups: list[Group]) -> list[str]
             else:
                 for reader in readers:
                     _clone_for(graph, stored, reader)
+                cloned = True
                 names = ", ".join(r.name for r in readers)
                 log.append(
                     f"{stored.name}: computed again in {names} (cost {cost} per element) "
                     "instead of stored and read back"
                 )
-    return log
+    return log, cloned
 
 
 def _clone_for(graph: FuncGraph, stored: Group, reader: Group) -> None:

@@ -38,6 +38,15 @@ def _listed(maps: set[Read]) -> str:
     return "; ".join(sorted(str(m) for m in maps))
 
 
+def op_cost(node) -> int:
+    """What recomputing one op costs per element: 1 for a cheap elementwise
+    op, TRANSCENDENTAL_COST for an expensive one, 0 for anything else
+    (index-only ops, constants)."""
+    if node.cls != "elementwise":
+        return 0
+    return TRANSCENDENTAL_COST if node.name in EXPENSIVE else 1
+
+
 def cone_cost(graph: FuncGraph, members: set[int], start: int) -> float:
     """Cost of recomputing `start` and its producers inside the group (inf: never)."""
     cost, seen, stack = 0.0, set(), [start]
@@ -49,8 +58,7 @@ def cone_cost(graph: FuncGraph, members: set[int], start: int) -> float:
         node = graph.nodes[i]
         if node.cls in ("reduce", "contraction", "gather", "other"):
             return float("inf")
-        if node.cls == "elementwise":
-            cost += TRANSCENDENTAL_COST if node.name in EXPENSIVE else 1
+        cost += op_cost(node)
         stack.extend(p for p in node.producers if p in members)
     return cost
 

@@ -64,7 +64,7 @@ from . import (
     wide_accumulators,
 )
 from .normalize import normalize
-from .ops import SPLIT_STEP
+from .ops import LEFT_AS_IT_IS, SPLIT_STEP
 
 
 @dataclass(frozen=True)
@@ -170,10 +170,6 @@ class Rewritten:
     corrections: list[str] = field(default_factory=list)
 
 
-# How a correcting rewrite's log says it left an op as it was.
-LEFT = "left as it is"
-
-
 def _take_split_steps(func: ir.Operation) -> int:
     """How many ops of `func` are marked SPLIT_STEP; the marks go."""
     body = func.regions[0].blocks[0].operations
@@ -199,6 +195,6 @@ def rewrite_module(module: ir.Module, target: Target) -> Rewritten:
                 if rewrite.splits:
                     done.splits += lines
                 if rewrite.corrects:
-                    done.corrections += [line for line in lines if LEFT not in line]
+                    done.corrections += [line for line in lines if LEFT_AS_IT_IS not in line]
         done.split_steps += _take_split_steps(op)
     return done

@@ -39,12 +39,12 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .argminmax import splice, tensor_text
-from .ops import body_ops, shape_of
+from .ops import LEFT_AS_IT_IS, attributes_text, body_ops, element_name, shape_of
+from .wide_accumulators import NARROW
 
 # Above this many input features per group, the depthwise form's
 # intermediate (that many times the output) costs more than G convolutions.
 MAX_DEPTHWISE_FEATURES = 16
-NARROW_FLOATS = ("f16", "bf16")
 
 
 def _layout(attr: ir.Attribute) -> tuple[list[str], list[str], list[str]]:
@@ -92,19 +92,6 @@ def refusal(op: ir.Operation) -> str | None:
     return None
 
 
-def _attributes_text(op: ir.Operation, skip: set[str]) -> str:
-    """The op's attributes but `skip`, as an attribute dictionary."""
-    named = op.attributes
-    items = [
-        f"{named[i].name} = {named[i].attr}" for i in range(len(named)) if named[i].name not in skip
-    ]
-    return ", ".join(items)
-
-
-def _element(value: ir.Value) -> str:
-    return str(ir.ShapedType(value.type).element_type)
-
-
 def _reshape(result: str, value: str, source: str, to: str) -> str:
     return f"{result} = stablehlo.reshape {value} : ({source}) -> {to}"
 
@@ -141,8 +128,8 @@ def _depthwise_template(op: ir.Operation) -> str:
     features = x_shape[lhs.index("f")]
     ci, co = features // groups, w_shape[rhs.index("o")] // groups
     n = len(rhs) - 2  # spatial dims
-    w_elem, y_elem = _element(w), _element(op.results[0])
-    acc = "f32" if y_elem in NARROW_FLOATS else y_elem
+    w_elem, y_elem = element_name(w), element_name(op.results[0])
+    acc = "f32" if y_elem in NARROW else y_elem
 
     # The kernel as [spatial..., i, o], then [spatial..., 1, (g, c, f)].
     order = [rhs.index(str(k)) for k in range(n)] + [rhs.index("i"), rhs.index("o")]
@@ -173,7 +160,7 @@ def _depthwise_template(op: ir.Operation) -> str:
         [
             f"dimension_numbers = {_conv_attr(lhs, kernel_layout, out, op.context)}",
             f"feature_group_count = {features} : i64",
-            _attributes_text(op, {"dimension_numbers", "feature_group_count"}),
+            attributes_text(op, ("dimension_numbers", "feature_group_count")),
         ]
     )
     zero = "0" if acc.startswith(("i", "ui")) else "0.0"
@@ -209,14 +196,14 @@ def _per_group_template(op: ir.Operation) -> str:
     w_part[o_at] //= groups
     y_part[f_out] //= groups
     x_type, w_type, y_type = (
-        tensor_text(shape, _element(v))
+        tensor_text(shape, element_name(v))
         for shape, v in ((x_part, x), (w_part, w), (y_part, op.results[0]))
     )
     attributes = ", ".join(
         [
             "feature_group_count = 1 : i64",
             "batch_group_count = 1 : i64",
-            _attributes_text(op, {"feature_group_count", "batch_group_count"}),
+            attributes_text(op, ("feature_group_count", "batch_group_count")),
         ]
     )
     lines, parts = [], []
@@ -247,7 +234,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             continue
         where = location_text(op.location)
         if why:
-            log.append(f"grouped convolution at {where} left as it is: {why}")
+            log.append(f"grouped convolution at {where} {LEFT_AS_IT_IS}: {why}")
             continue
         lhs, _, _ = _layout(op.attributes["dimension_numbers"])
         groups, batch_groups = _count(op, "feature_group_count"), _count(op, "batch_group_count")

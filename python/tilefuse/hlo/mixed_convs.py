@@ -21,14 +21,11 @@ the padding or the convolution's loads).
 from iree.compiler import ir
 
 from ..frontend import location_text
-from .ops import body_ops
+from .ops import body_ops, element_name
+from .wide_accumulators import NARROW
 
 # Operand element types widened to an f32 result (never narrowed).
-OPERANDS = {"f16", "bf16", "f32"}
-
-
-def _element(value: ir.Value) -> str:
-    return str(ir.ShapedType(value.type).element_type)
+OPERANDS = {*NARROW, "f32"}
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:
@@ -38,12 +35,12 @@ def rewrite_function(func: ir.Operation) -> list[str]:
     for op in body_ops(func, "stablehlo.convolution"):
         if ir.IntegerAttr(op.attributes["feature_group_count"]).value == 1:
             continue
-        wide = _element(op.results[0])
-        narrow = {_element(v) for v in op.operands}
+        wide = element_name(op.results[0])
+        narrow = {element_name(v) for v in op.operands}
         if wide != "f32" or narrow == {wide} or not narrow <= OPERANDS:
             continue
         for k, value in enumerate(list(op.operands)):
-            if _element(value) == wide:
+            if element_name(value) == wide:
                 continue
             shape = ir.RankedTensorType(value.type).shape
             with op.location:

@@ -126,6 +126,26 @@ def node_class(op: ir.Operation) -> str:
     return op_class(op.name)
 
 
+# How a rewrite that corrects IREE's codegen (hlo.FunctionRewrite.corrects)
+# says, in its log, that it left an op as it was: rewrite_module counts the
+# other lines as corrections.
+LEFT_AS_IT_IS = "left as it is"
+
+
+def element_name(value: ir.Value) -> str:
+    """`f32`, `bf16`, ...: the element type of a tensor value, as printed."""
+    return str(element_type(value.type))
+
+
+def attributes_text(op: ir.Operation, skip: tuple[str, ...] = ()) -> str:
+    """The op's attributes but `skip`, as the inside of an attribute
+    dictionary (for a template that recreates the op)."""
+    named = op.attributes
+    return ", ".join(
+        f"{named[i].name} = {named[i].attr}" for i in range(len(named)) if named[i].name not in skip
+    )
+
+
 def body_ops(func: ir.Operation, name: str) -> list[ir.Operation]:
     """The ops named `name` in `func`'s body, collected before a rewrite
     changes it."""

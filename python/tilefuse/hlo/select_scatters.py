@@ -30,7 +30,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .argminmax import splice, tensor_text
-from .ops import body_ops, shape_of
+from .ops import LEFT_AS_IT_IS, attributes_text, body_ops, element_name, shape_of
 
 
 def _ints(op: ir.Operation, name: str, default: int, rank: int) -> list[int]:
@@ -80,15 +80,10 @@ def _template(op: ir.Operation) -> str:
     rank = len(x_shape)
     window = _ints(op, "window_dimensions", 1, rank)
     strides = _ints(op, "window_strides", 1, rank)
-    element = str(ir.ShapedType(x.type).element_type)
-    s_element = str(ir.ShapedType(s.type).element_type)
+    element, s_element = element_name(x), element_name(s)
     view, flags = tensor_text(s_shape, element), tensor_text(s_shape, "i1")
     indices, values = tensor_text(s_shape, "i32"), tensor_text(s_shape, s_element)
-    compare = _body(op.regions[0])[0]
-    compare_attrs = ", ".join(
-        f"{compare.attributes[i].name} = {compare.attributes[i].attr}"
-        for i in range(len(compare.attributes))
-    )
+    compare_attrs = attributes_text(_body(op.regions[0])[0])
     offsets = list(product(*(range(w) for w in window)))
     lines = []
     for k, offset in enumerate(offsets):
@@ -145,7 +140,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         where = location_text(op.location)
         why = refusal(op)
         if why:
-            log.append(f"select_and_scatter at {where} left as it is: {why}")
+            log.append(f"select_and_scatter at {where} {LEFT_AS_IT_IS}: {why}")
             continue
         window = _ints(op, "window_dimensions", 1, len(shape_of(op.operands[0].type)))
         splice(op, _template(op), list(op.operands), result=0)
