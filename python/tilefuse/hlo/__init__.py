@@ -8,6 +8,8 @@
                   operands converted to f32 (IREE fails on the depthwise ones)
     select_scatters.py select_and_scatter (a max pool's gradient) as strided slices,
                   selects and pads (IREE's lowering leaves an index uninitialized)
+    stacked_concats.py a concatenate of equal computed pieces (RoPE's halves) as a
+                  select over a new axis (IREE cannot compile it in a region)
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
     index_broadcasts.py a broadcast of an iota computation (a causal mask) computed at its shape
     transpose_chains.py a transpose of a transpose composed into one (or none), reshapes
@@ -58,6 +60,7 @@ from . import (
     scalars,
     select_scatters,
     split_k,
+    stacked_concats,
     transpose_chains,
     unit_reduces,
     unit_transposes,
@@ -106,6 +109,9 @@ FUNCTION_REWRITES = (
         lambda t: t.is_gpu,
         _any_target(select_scatters.rewrite_function),
         corrects=True,
+    ),
+    FunctionRewrite(
+        "stacked_concats", lambda t: t.is_gpu, _any_target(stacked_concats.rewrite_function)
     ),
     FunctionRewrite("broadcasts", lambda t: True, _any_target(broadcasts.rewrite_function)),
     FunctionRewrite(
