@@ -75,6 +75,17 @@ def test_rows_share_workgroups_as_far_as_they_divide():
         check_case("softmax", rows, 64, params=f"wg=[8, {per_wg}, 1]")
 
 
+
+def test_more_rows_than_a_grid_has_workgroups_are_packed():
+    """lavapipe launches at most 65535 workgroups along x: 300000 softmax
+    rows are too many for the chunked kernel's one row per workgroup, and
+    the planner used to leave the group to IREE's formation; packed 32 per
+    workgroup they are 9375 (softmax.group_refusal asks what row_warp packs).
+    300001 rows pack one per workgroup and stay IREE's, with the reason."""
+    check_case("softmax", 300000, 8, params="grid=[9375, 1, 1]")
+    result = tilefuse.compile_program(program("softmax", 300001, 8), "vulkan")
+    assert any("300001 rows > 65535 workgroups" in line for line in result.fusion.log)
+
 @pytest.mark.parametrize(
     "n,why",
     [

@@ -198,13 +198,26 @@ def group_refusal(graph, group, target: Target) -> str | None:
     bits = max((_bits(r.type) for node in members for r in node.op.results), default=32)
     if bits > MAX_ACCUMULATOR_BITS:
         return f"{bits}-bit elements (shuffles are 32-bit)"
-    if target.grid_refusal((rows,)):
+    if target.grid_refusal((rows,)) and not _packed_within_grid(rows, n, target):
         return f"{rows} rows > {target.max_workgroup_count[0]} workgroups"
     need = shared_bytes(n, len(reduces), bits, target)
     if need > target.shared_memory_bytes:
         return f"{need} bytes of workgroup memory > {target.shared_memory_bytes}"
     return None
 
+
+
+def _packed_within_grid(rows: int, n: int, target: Target) -> bool:
+    """The register row kernel (row_warp.py) would take rows of `n` whole in
+    one subgroup and pack enough of them per workgroup to keep the grid
+    within the target's: attention's scores have far more rows (B*H*S) than
+    a grid has workgroups, the softmax kernel one row per workgroup."""
+    sg = target.subgroup_size
+    if n % sg or n // sg > target.row_register_elements:
+        return False
+    want = target.packed_row_threads or target.preferred_threads
+    per_workgroup = packed_rows(rows, sg, sg, want, 0, target)
+    return target.grid_refusal((rows // per_workgroup,)) is None
 
 def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
     why_not = row_ops_refusal(d)
