@@ -75,7 +75,6 @@ def test_rows_share_workgroups_as_far_as_they_divide():
         check_case("softmax", rows, 64, params=f"wg=[8, {per_wg}, 1]")
 
 
-
 def test_more_rows_than_a_grid_has_workgroups_are_packed():
     """lavapipe launches at most 65535 workgroups along x: 300000 softmax
     rows are too many for the chunked kernel's one row per workgroup, and
@@ -85,6 +84,7 @@ def test_more_rows_than_a_grid_has_workgroups_are_packed():
     check_case("softmax", 300000, 8, params="grid=[9375, 1, 1]")
     result = tilefuse.compile_program(program("softmax", 300001, 8), "vulkan")
     assert any("300001 rows > 65535 workgroups" in line for line in result.fusion.log)
+
 
 @pytest.mark.parametrize(
     "n,why",

@@ -206,7 +206,6 @@ def group_refusal(graph, group, target: Target) -> str | None:
     return None
 
 
-
 def _packed_within_grid(rows: int, n: int, target: Target) -> bool:
     """The register row kernel (row_warp.py) would take rows of `n` whole in
     one subgroup and pack enough of them per workgroup to keep the grid
@@ -218,6 +217,7 @@ def _packed_within_grid(rows: int, n: int, target: Target) -> bool:
     want = target.packed_row_threads or target.preferred_threads
     per_workgroup = packed_rows(rows, sg, sg, want, 0, target)
     return target.grid_refusal((rows // per_workgroup,)) is None
+
 
 def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
     why_not = row_ops_refusal(d)
