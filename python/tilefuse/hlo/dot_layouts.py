@@ -26,8 +26,11 @@ free dims keep their order.
 
 An operand read straight from an argument or another contraction keeps its
 layout (IREE folds the transposition into the contraction's map, where a
-transpose here would be a dispatch of its own), and so does one with other
-readers; the log says which and why.
+transpose here would be a dispatch of its own), and so do one with other
+readers and a unit-stride slice the contraction reads itself (one head's k
+split from a qkv projection: IREE folds the slice into the contraction's
+load, where transposed here it would be copied); the log says which and
+why.
 
 Where such an operand is the lhs and the rhs would be in matmul layout as
 the lhs, the operands swap first, and a transpose of the result puts its
@@ -103,18 +106,28 @@ def _single_use(v: ir.Value) -> bool:
 def produced_in_a_dispatch(v: ir.Value) -> str | None:
     """Why transposing `v` where it is produced would add a dispatch, or
     None: `v` and every view on the way are read once, and the chain of
-    views reaches an elementwise op or a slice."""
+    views reaches an elementwise op or a slice, but for a slice the
+    contraction reads itself (IREE folds that one into its load, as it
+    does the head split of a fused qkv projection read by an einsum)."""
+    first = True
     while True:
         if not _single_use(v):
             return "it has other readers"
         op = defining_op(v)
         if op is None:
             return "it is an argument"
+        if op.name == "stablehlo.slice" and first and _unit_strides(op):
+            return "it is a slice the contraction's dispatch reads in place"
         if op.name == "stablehlo.slice" or op_class(op.name) == "elementwise":
             return None
+        first = False
         if op.name not in VIEWS:
             return f"it comes from {op.name}"
         v = op.operands[0]
+
+
+def _unit_strides(op: ir.Operation) -> bool:
+    return all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["strides"]))
 
 
 def _transpose(v: ir.Value, perm: list[int], ip: ir.InsertionPoint, loc) -> ir.Value:
@@ -324,9 +337,9 @@ def _through(value: ir.Value, numbers: dict[str, list[int]], side: str, plain_on
     """(the source of a transpose producing operand `value`, the dot's
     numbers reading it instead) if its free dims keep their order (so the
     result is the same) and that source is in matmul layout (or, unless
-    `plain_only`, an argument or a reshape of one: IREE folds the
-    transposition into the contraction, as it would have folded the
-    transpose); else None."""
+    `plain_only`, an argument, a reshape of one or a slice read in place:
+    IREE folds the transposition into the contraction, as it would have
+    folded the transpose); else None."""
     transpose = defining_op(value)
     if transpose is None or transpose.name != "stablehlo.transpose":
         return None
@@ -346,7 +359,12 @@ def _through(value: ir.Value, numbers: dict[str, list[int]], side: str, plain_on
 
 
 def _an_argument(value: ir.Value) -> bool:
-    """`value` is a function argument, or a reshape of one (a view)."""
+    """`value` is a function argument, or a reshape of one (a view), or a
+    slice read once with unit strides (IREE folds it into the contraction's
+    load: Swin's k sliced from its qkv projection, then transposed)."""
+    op = defining_op(value)
+    if op is not None and op.name == "stablehlo.slice" and _unit_strides(op):
+        return _single_use(value)
     while (op := defining_op(value)) is not None:
         if op.name != "stablehlo.reshape":
             return False
@@ -367,7 +385,11 @@ def _read_through_transposes(op: ir.Operation) -> list[tuple[str, str]]:
         if through is None:
             continue
         plain = _through(op.operands[i], dot_numbers(op), side) is not None
-        why = "in matmul layout as stored" if plain else "an argument: IREE folds the transposition"
+        why = (
+            "in matmul layout as stored"
+            if plain
+            else "an argument or a slice read in place: IREE folds the transposition"
+        )
         transpose = defining_op(op.operands[i])
         op.operands[i] = through[0]
         with op.context:
