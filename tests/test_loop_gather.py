@@ -132,3 +132,34 @@ def test_gathers_assemble_without_spills(program, target, arch, tmp_path):
     (ptx,) = (tmp_path / "binaries").glob("*.ptx")
     assert f".target {arch}" in ptx.read_text()
     assert "ld.global.b32" in ptx.read_text()  # the gathered elements
+
+
+def _picked(logits, labels):
+    """Cross entropy's pick, `take_along_axis(logits, labels)`: IREE's body
+    also extracts the label it receives (dispatch/own_extracts.py)."""
+    import jax.numpy as jnp
+
+    return jnp.take_along_axis(logits, labels[:, None], -1)[:, 0] * 2.0
+
+
+@pytest.mark.parametrize("target", ["vulkan", "cuda", "cuda-sm90"])
+def test_take_along_axis_is_the_loop_kernels(target):
+    """On CUDA the body's extract of its own label made the vectorizer fail
+    (the dispatch ran on IREE's codegen, a FALLBACK); read as the block
+    argument, the loop kernel takes it on every target (strict: no
+    fallback), and on lavapipe it picks exactly what numpy picks."""
+    import jax
+
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((32, 300)).astype(np.float32)
+    labels = rng.integers(0, 300, 32).astype(np.int32)
+    text = jax.jit(_picked).lower(logits, labels).as_text()
+    result = tilefuse.compile_program(text, target, strict=True)
+    assert any("read as the block argument" in line for line in result.log), result.log
+    gathering = [r for r in result.reports if "gathers by tensor.extract" in r.reason]
+    assert [(r.strategy, r.status) for r in gathering] == [("loop", "applied")], [
+        r.line() for r in result.reports
+    ]
+    if target == "vulkan":
+        out = tilefuse.runtime.CompiledModule(result.vmfb, "vulkan").main(logits, labels)
+        np.testing.assert_array_equal(out, logits[np.arange(32), labels] * 2.0)

@@ -56,6 +56,7 @@ from .dispatch.collapse import collapse_in
 from .dispatch.fold_reshapes import fold_reshapes_in
 from .dispatch.fuse_broadcasts import fuse_broadcasts_in
 from .dispatch.fuse_roots import fuse_roots_in
+from .dispatch.own_extracts import own_extracts_in
 from .dispatch.read import Dispatch, dispatch_sites, read_dispatches
 from .errors import GroupFailed, GroupsLeftToIree, TilefuseError
 from .frontend import Program, load_program
@@ -204,7 +205,8 @@ def phase1_executable_sources(
 
 
 def sources_rewrite_stage(sources: Path) -> list[str]:
-    """Fuse elementwise ops a reduction reads through a broadcast into it
+    """Read a body's extracts of its own input at its own index as the block
+    argument (own_extracts.py), fuse elementwise ops a reduction reads through a broadcast into it
     (fuse_broadcasts.py), merge adjacent reduced / kept loops of column
     reductions (collapse.py) and the elementwise roots of a dispatch into one
     op (fuse_roots.py), and fold reshapes of loads and stores into their
@@ -212,7 +214,7 @@ def sources_rewrite_stage(sources: Path) -> list[str]:
     and why."""
     text = sources.read_text()
     rewritten, log = rewrite_sources(
-        text, fuse_broadcasts_in, collapse_in, fuse_roots_in, fold_reshapes_in
+        text, own_extracts_in, fuse_broadcasts_in, collapse_in, fuse_roots_in, fold_reshapes_in
     )
     if rewritten is not text:
         sources.write_text(rewritten)

@@ -1,6 +1,8 @@
 """Reading and rewriting IREE's executable sources (phase 1 output).
 
 read.py           one Dispatch record per dispatch function (root, loops, operands)
+own_extracts.py   a body's tensor.extract of its own input at its own index read as
+                  the block argument (JAX's take_along_axis)
 fuse_broadcasts.py elementwise ops a reduction reads through a broadcast (or in
                   another order) fused into it
 collapse.py       column reductions: merge the loops IREE leaves uncollapsed
