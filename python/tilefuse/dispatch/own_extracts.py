@@ -22,7 +22,6 @@ replacing it leaves the one real gather.
 from iree.compiler import ir
 
 from ..irutil import defining_op, symbol_name, walk
-from . import rewrite_sources
 
 
 def _identity(map_attr: ir.Attribute) -> bool:
@@ -73,8 +72,3 @@ def own_extracts_in(module: ir.Module) -> tuple[bool, list[str]]:
                 "index read as the block argument"
             )
     return bool(log), log
-
-
-def read_own_inputs(sources: str) -> tuple[str, list[str]]:
-    """The executable sources with such extracts replaced, and the log."""
-    return rewrite_sources(sources, own_extracts_in)

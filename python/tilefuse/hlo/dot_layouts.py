@@ -71,6 +71,7 @@ from iree.compiler import ir
 from ..frontend import location_text
 from ..irutil import defining_op
 from .ops import (
+    VIEWS,
     body_ops,
     dot_free_extents,
     dot_numbers,
@@ -84,9 +85,6 @@ from .ops import (
 )
 from .transpose_chains import permutation
 from .unit_transposes import moves_only_unit_dims
-
-# Index ops a layout change may look through on the way to the producer.
-VIEWS = {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"}
 
 
 def plain_order(numbers: dict[str, list[int]], rank: int, side: str) -> list[int]:
@@ -109,25 +107,31 @@ def produced_in_a_dispatch(v: ir.Value) -> str | None:
     views reaches an elementwise op or a slice, but for a slice the
     contraction reads itself (IREE folds that one into its load, as it
     does the head split of a fused qkv projection read by an einsum)."""
-    first = True
+    if _slice_read_in_place(v):
+        return "it is a slice the contraction's dispatch reads in place"
     while True:
         if not _single_use(v):
             return "it has other readers"
         op = defining_op(v)
         if op is None:
             return "it is an argument"
-        if op.name == "stablehlo.slice" and first and _unit_strides(op):
-            return "it is a slice the contraction's dispatch reads in place"
         if op.name == "stablehlo.slice" or op_class(op.name) == "elementwise":
             return None
-        first = False
         if op.name not in VIEWS:
             return f"it comes from {op.name}"
         v = op.operands[0]
 
 
-def _unit_strides(op: ir.Operation) -> bool:
-    return all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["strides"]))
+def _slice_read_in_place(v: ir.Value) -> bool:
+    """`v` is a unit-stride slice read only by the op at hand: IREE folds it
+    into that op's load."""
+    op = defining_op(v)
+    return (
+        op is not None
+        and op.name == "stablehlo.slice"
+        and all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["strides"]))
+        and _single_use(v)
+    )
 
 
 def _transpose(v: ir.Value, perm: list[int], ip: ir.InsertionPoint, loc) -> ir.Value:
@@ -362,9 +366,8 @@ def _an_argument(value: ir.Value) -> bool:
     """`value` is a function argument, or a reshape of one (a view), or a
     slice read once with unit strides (IREE folds it into the contraction's
     load: Swin's k sliced from its qkv projection, then transposed)."""
-    op = defining_op(value)
-    if op is not None and op.name == "stablehlo.slice" and _unit_strides(op):
-        return _single_use(value)
+    if _slice_read_in_place(value):
+        return True
     while (op := defining_op(value)) is not None:
         if op.name != "stablehlo.reshape":
             return False

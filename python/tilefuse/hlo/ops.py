@@ -92,6 +92,9 @@ INDEX_ONLY = {
         "iota",
     ]
 }
+# Ops that only view their operand's elements in another shape or order:
+# rewrites look through them to the op that computes a value.
+VIEWS = {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"}
 REDUCE = {"stablehlo.reduce"}
 CONTRACTION = {"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"}
 GATHER_SCATTER = {"stablehlo.gather", "stablehlo.scatter"}

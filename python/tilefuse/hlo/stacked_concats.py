@@ -46,10 +46,9 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op
-from .ops import body_ops, op_class, shape_of
+from .ops import VIEWS, body_ops, op_class, shape_of
 
 CONCATENATE = "stablehlo.concatenate"
-VIEWS = {"stablehlo.reshape", "stablehlo.broadcast_in_dim", "stablehlo.transpose"}
 MAX_PIECES = 4
 NOT_COMPUTED = "no piece is computed by an elementwise op"
 
