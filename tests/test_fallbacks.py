@@ -585,6 +585,33 @@ def test_scalar_math_and_ops_no_kernel_takes_are_iree_s():
         np.testing.assert_allclose(got, np.exp(x[start : start + 4]), rtol=1e-5)
 
 
+# |z| and angle-free parts of a complex input, and exp of its real part.
+COMPLEX_PARTS = """func.func @main(%z: tensor<8x64xcomplex<f32>>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  %r = stablehlo.real %z : (tensor<8x64xcomplex<f32>>) -> tensor<8x64xf32>
+  %a = stablehlo.abs %z : (tensor<8x64xcomplex<f32>>) -> tensor<8x64xf32>
+  %e = stablehlo.exponential %r : tensor<8x64xf32>
+  return %e, %a : tensor<8x64xf32>, tensor<8x64xf32>
+}
+"""
+
+
+def test_complex_values_are_refused_by_name_not_failed():
+    """No kernel vectorizes complex numbers; the loop kernel used to take such
+    dispatches and fail in phase 2 (a FALLBACK and a retry; an FFT's
+    bit-reversal gather of complex<f32> too, found by an unseen-program
+    sweep). The chooser now refuses them with the reason, strict passes."""
+    result = tilefuse.compile_program(COMPLEX_PARTS, "vulkan", strict=True)
+    complex_reads = [r for r in result.reports if "complex" in r.shapes]
+    assert complex_reads, [r.line() for r in result.reports]
+    for r in complex_reads:
+        assert r.status == "fallback" and "complex<f32> values" in r.reason, r.line()
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal((8, 64)) + 1j * rng.standard_normal((8, 64))).astype(np.complex64)
+    e, a = _module(result).main(z)
+    np.testing.assert_allclose(e, np.exp(z.real), rtol=1e-5)
+    np.testing.assert_allclose(a, np.abs(z), rtol=1e-5)
+
+
 # jax.lax.top_k as JAX writes it: an iota beside a sort, slices of its results.
 TOP_K = """func.func @main(%x: tensor<16x128xf32>) -> (tensor<16x8xf32>, tensor<16x8xi32>) {
   %iota = stablehlo.iota dim = 1 : tensor<16x128xi32>

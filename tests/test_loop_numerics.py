@@ -326,6 +326,34 @@ def test_bool_inputs_are_fused_producers():
     np.testing.assert_allclose(module.main(x, m), np.where(m, np.exp(x), 0), rtol=1e-6)
 
 
+def test_a_bool_mask_broadcast_to_a_higher_rank_is_fused_into_the_root():
+    """A key mask [B, K] broadcast over scores [B, Q, K] (attention's
+    jnp.where(mask[:, None, :], s, -inf)): the mask's arith.trunci, written
+    as a rank-2 linalg.generic, was a producer in each thread's tile that
+    the rank-3 vectorization could not take, and the dispatch went to IREE's
+    codegen on Vulkan ("Attempted to vectorize, but failed"; found by an
+    unseen-program sweep's cross attention). Step "tensor_arith" now fuses
+    it into the root."""
+    text = """func.func @main(%m: tensor<2x257xi1>, %x: tensor<2x77x257xf32>) -> tensor<2x77x257xf32> {
+  %c = stablehlo.constant dense<0xFF800000> : tensor<2x77x257xf32>
+  %s = stablehlo.constant dense<0.5> : tensor<2x77x257xf32>
+  %b = stablehlo.broadcast_in_dim %m, dims = [0, 2] : (tensor<2x257xi1>) -> tensor<2x77x257xi1>
+  %y = stablehlo.multiply %x, %s : tensor<2x77x257xf32>
+  %r = stablehlo.select %b, %y, %c : tensor<2x77x257xi1>, tensor<2x77x257xf32>
+  return %r : tensor<2x77x257xf32>
+}
+"""
+    for target in ("vulkan", "cuda"):
+        (report,) = tilefuse.compile_program(text, target).reports
+        assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    module = tilefuse.compile(text, target="vulkan")
+    rng = np.random.default_rng(0)
+    m = rng.random((2, 257)) > 0.3
+    x = rng.standard_normal((2, 77, 257)).astype(np.float32)
+    want = np.where(m[:, None, :], x * np.float32(0.5), -np.inf)
+    np.testing.assert_array_equal(module.main(m, x), want)
+
+
 def test_a_piece_written_at_an_unaligned_offset_keeps_its_place():
     """concatenate(x: 6 x f32, exp(y)): IREE writes exp(y) into the result's
     buffer at byte 24, and on SPIR-V a binding is indexed by whole vectors:

@@ -36,11 +36,20 @@ module attributes {transform.with_named_sequence} {
   // its stored value (IREE widens a comparison's i1 result to i8 that way)
   // or an input of the root (a bool input, stored as i8, narrowed by an
   // arith.trunci). MLIR's convert-elementwise-to-linalg writes each as a
-  // linalg.generic: the root, or a direct producer fused like any other.
+  // linalg.generic, then elementwise fusion merges it into the generic
+  // that reads it, as IREE's formation does with every other elementwise
+  // producer. Unfused, a mask of lower rank than the root (a [B, K] key
+  // mask broadcast over [B, Q, K] scores) is a rank-2 producer in the
+  // thread's tile, which step 7 cannot vectorize with the root's rank-3
+  // vector sizes ("Attempted to vectorize, but failed" on SPIR-V, where
+  // nothing fused it before the script ran).
   transform.named_sequence @tilefuse_loop_tensor_arith(%func: !transform.any_op {transform.consumed})
       -> !transform.any_op {
     %converted = transform.apply_registered_pass "convert-elementwise-to-linalg" to %func
       : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %converted {
+      transform.apply_patterns.iree.linalg_elementwise_greedy_fusion
+    } : !transform.any_op
     transform.yield %converted : !transform.any_op
   }
 

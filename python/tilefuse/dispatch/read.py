@@ -149,6 +149,9 @@ class Dispatch:
     root_cast: str | None = None
     # Every tensor the dispatch loads (what fused producers read too).
     loaded: list[Operand] = field(default_factory=list)
+    # The first complex element type among the dispatch's values
+    # ("complex<f32>"), None if it has none: no kernel vectorizes them.
+    complex_type: str | None = None
     # The root is elementwise on one reduction's result (an epilogue: a
     # mean's division): that reduction, described as if it were the root
     # (its `epilogue_operand`: the root's input it produces); else None.
@@ -329,6 +332,7 @@ def _analyse(func, executable: str) -> Dispatch:
     )
     d.op_summaries = [_summary(op) for op in work]
     d.loaded = [_operand(op.results[0]) for op in top if op.name == LOAD]
+    d.complex_type = _complex_type(func)
     d.offset_alignment = _offset_alignment(top)
     contraction_ops = [(op, c) for op in top if (c := _contraction(op)) is not None]
     d.contractions = [c for _, c in contraction_ops]
@@ -464,6 +468,16 @@ def _offset_alignment(top: list[ir.Operation]) -> int:
 def _sign_extends_narrow(op: ir.Operation) -> bool:
     # (arith.extsi takes integers only: its source's width is the question.)
     return op.name == "arith.extsi" and _element(op.operands[0].type)[1] < 32
+
+
+def _complex_type(func) -> str | None:
+    for op in walk(func):
+        for value in op.results:
+            t = value.type
+            element = t.element_type if isinstance(t, ir.ShapedType) else t
+            if isinstance(element, ir.ComplexType):
+                return str(element)
+    return None
 
 
 def tensor_arith(op: ir.Operation) -> bool:

@@ -75,6 +75,11 @@ def choose(dispatch: Dispatch, target: Target, user: tuple[Strategy, ...] = ()) 
         if mine.strategy:
             return replace(mine, fallback=builtin)
         return builtin
+    if dispatch.complex_type:
+        # Every built-in kernel vectorizes, and a vector of complex numbers
+        # does not exist: refused here, not failed in phase 2 (a retry).
+        why = f"{dispatch.complex_type} values: no tilefuse kernel vectorizes complex numbers"
+        return Choice(dispatch, None, reason=why)
     return _switched_off_fallback(_first(dispatch, target, STRATEGIES), target)
 
 
