@@ -119,6 +119,27 @@ def test_roots_of_rank_3_and_up(shape, perm):
     assert np.array_equal(module.main(x, y), x.transpose(perm) + y)
 
 
+# A serial dim and rows no workgroup tile divides: [2, 3, 13, 13] (YOLO's
+# anchors x grid cells) put 9 of 13 rows in a workgroup, and the masked
+# [2, 1, 1, 1] transfer stayed multi-dim on SPIR-V ("should be broken down
+# by prior passes"); found by an unseen-program sweep. Tiles divide the
+# shape there now.
+@pytest.mark.parametrize("shape", [(2, 3, 13, 13), (2, 3, 13, 26), (2, 3, 26, 13)])
+def test_serial_dims_take_tiles_that_divide_the_rows(shape):
+    text = (
+        f"func.func @main(%x: {_t(shape)}, %y: {_t(shape)}) -> {_t(shape)} {{\n"
+        f"  %0 = stablehlo.exponential %x : {_t(shape)}\n"
+        f"  %1 = stablehlo.multiply %0, %y : {_t(shape)}\n"
+        f"  return %1 : {_t(shape)}\n}}"
+    )
+    module = tilefuse.compile(text, target="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    rng = np.random.default_rng(4)
+    x, y = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(module.main(x, y), np.exp(x) * y, rtol=1e-6)
+
+
 # A transposed write whose tile is ragged: [B, S, H*D] -> [B, H*D, S] at
 # a sequence length no tile divides (CLIP's 77, a prime). Its masked
 # column writes failed on SPIR-V in every dtype until step "split_writes"

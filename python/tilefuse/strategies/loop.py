@@ -224,6 +224,23 @@ def _layout(
     """
     rank = len(shape)
     n = shape[-1]
+    # Rank 3 and up: one of the dims outside y and x goes to grid z, the
+    # others are serial in each thread's vector. The largest goes to z, so
+    # that the serial ones are few (patchify's [B*H/P, P, W/P, P*C] =
+    # [16, 4, 8, 12]: 4 serial, not 16; GQA's [1, 2, 4, 32, 32]: 2), the
+    # innermost on a tie; unless a pad is read (its masked loads must not
+    # span a serial dim inside the vector: _serial_pad_refusal), where it
+    # is the one next to y.
+    z_dim = rank - 3 if rank >= 3 else None
+    if rank >= 4 and not exact_only:
+        z_dim = max(range(rank - 2), key=lambda d: (shape[d], d))
+    serial_dims = [d for d in range(max(0, rank - 2)) if d != z_dim and shape[d] > 1]
+    # A masked transfer with a serial dim stays a multi-dim transfer on
+    # SPIR-V ("'vector.transfer_read' op with rank > 1 should be broken down
+    # by prior passes": [2, 3, 13, 13], 9 rows of 13 per workgroup), where
+    # nothing lowers transfers to loads (CUDA's lower_transfers does):
+    # there, tiles divide the shape.
+    exact_tiles = exact_only or (bool(serial_dims) and target.backend != "cuda")
     # Vector: as many elements as fit vector_bits, and it must divide the row.
     max_vector = target.vector_elements(
         bits, bf16, sign_extends=sign_extends, offset_alignment=offset_alignment
@@ -238,7 +255,7 @@ def _layout(
         threads_x, exact_x = cols, True
     else:
         divisor = largest_divisor_at_most(cols, pref)
-        if divisor * 2 >= pref or exact_only:
+        if divisor * 2 >= pref or exact_tiles:
             threads_x, exact_x = divisor, True
         else:
             threads_x, exact_x = pref, False
@@ -247,22 +264,11 @@ def _layout(
         m = shape[-2]
         want = max(1, min(m, pref // threads_x))
         rows = largest_divisor_at_most(m, want)
-        if rows * 2 < want and not exact_only:
+        if rows * 2 < want and not exact_tiles:
             rows, exact_y = want, m % want == 0
-    # Rank 3 and up: one of the dims outside y and x goes to grid z, the
-    # others are serial in each thread's vector. The largest goes to z, so
-    # that the serial ones are few (patchify's [B*H/P, P, W/P, P*C] =
-    # [16, 4, 8, 12]: 4 serial, not 16; GQA's [1, 2, 4, 32, 32]: 2), the
-    # innermost on a tie; unless a pad is read (its masked loads must not
-    # span a serial dim inside the vector: _serial_pad_refusal), where it
-    # is the one next to y.
-    z_dim = rank - 3 if rank >= 3 else None
-    if rank >= 4 and not exact_only:
-        z_dim = max(range(rank - 2), key=lambda d: (shape[d], d))
     serial = math.prod(shape[d] for d in range(max(0, rank - 2)) if d != z_dim)
     if serial > MAX_SERIAL_ELEMENTS:
         return None, f"rank {rank} with {serial} elements in dims beyond the 3-D grid"
-    serial_dims = [d for d in range(max(0, rank - 2)) if d != z_dim and shape[d] > 1]
     if len(serial_dims) > 1 and not (exact_x and exact_y):
         # A masked transfer over two serial dims and the row stays a
         # multi-dim transfer ("should be broken down by prior passes":
@@ -271,7 +277,7 @@ def _layout(
             f"rank {rank} with {len(serial_dims)} dims beyond the 3-D grid and a ragged tile "
             "(masked transfers over two serial dims are not broken down)"
         )
-    if exact_only and threads_x * rows < target.subgroup_size:
+    if exact_tiles and threads_x * rows < target.subgroup_size:
         return None, (
             f"tiles that divide {shape} give {threads_x * rows} threads per workgroup, "
             f"fewer than a subgroup ({target.subgroup_size})"
