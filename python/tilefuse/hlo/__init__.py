@@ -8,6 +8,8 @@
                   operands converted to f32 (IREE fails on the depthwise ones)
     select_scatters.py select_and_scatter (a max pool's gradient) as strided slices,
                   selects and pads (IREE's lowering leaves an index uninitialized)
+    scatter_windows.py a scatter whose update windows sit between its scattered dims
+                  into its operand transposed (IREE cannot lower it as written)
     stacked_concats.py a concatenate of equal computed pieces (RoPE's halves) as a
                   select over a new axis (IREE cannot compile it in a region)
     broadcasts.py broadcast chains (JAX's keepdims) folded into one broadcast
@@ -58,6 +60,7 @@ from . import (
     narrow_operands,
     negated_sums,
     scalars,
+    scatter_windows,
     select_scatters,
     split_k,
     stacked_concats,
@@ -108,6 +111,12 @@ FUNCTION_REWRITES = (
         "select_scatters",
         lambda t: t.is_gpu,
         _any_target(select_scatters.rewrite_function),
+        corrects=True,
+    ),
+    FunctionRewrite(
+        "scatter_windows",
+        lambda t: True,
+        _any_target(scatter_windows.rewrite_function),
         corrects=True,
     ),
     FunctionRewrite(

@@ -251,12 +251,14 @@ def _layout(
         vector *= 2
     cols = n // vector
     pref = target.preferred_threads
+    narrowed = False  # exact tiles took fewer threads than a ragged tile would
     if cols <= pref:
         threads_x, exact_x = cols, True
     else:
         divisor = largest_divisor_at_most(cols, pref)
         if divisor * 2 >= pref or exact_tiles:
             threads_x, exact_x = divisor, True
+            narrowed = divisor * 2 < pref
         else:
             threads_x, exact_x = pref, False
     rows, exact_y = 1, True
@@ -264,8 +266,11 @@ def _layout(
         m = shape[-2]
         want = max(1, min(m, pref // threads_x))
         rows = largest_divisor_at_most(m, want)
-        if rows * 2 < want and not exact_tiles:
-            rows, exact_y = want, m % want == 0
+        if rows * 2 < want:
+            if exact_tiles:
+                narrowed = True
+            else:
+                rows, exact_y = want, m % want == 0
     serial = math.prod(shape[d] for d in range(max(0, rank - 2)) if d != z_dim)
     if serial > MAX_SERIAL_ELEMENTS:
         return None, f"rank {rank} with {serial} elements in dims beyond the 3-D grid"
@@ -277,7 +282,7 @@ def _layout(
             f"rank {rank} with {len(serial_dims)} dims beyond the 3-D grid and a ragged tile "
             "(masked transfers over two serial dims are not broken down)"
         )
-    if exact_tiles and threads_x * rows < target.subgroup_size:
+    if (exact_only or narrowed) and threads_x * rows < target.subgroup_size:
         return None, (
             f"tiles that divide {shape} give {threads_x * rows} threads per workgroup, "
             f"fewer than a subgroup ({target.subgroup_size})"
