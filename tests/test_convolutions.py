@@ -69,9 +69,13 @@ def test_grouped_convolution_is_right_on_vulkan(name):
     rng = np.random.default_rng(1)
     x = rng.standard_normal(x_shape).astype(dtype)
     w = (rng.standard_normal(w_shape) * 0.3).astype(dtype)
-    result = tilefuse.compile_program(jax.jit(fn).lower(x, w).as_text(), "vulkan")
-    lines = [line for line in result.fusion.log if "grouped convolution" in line]
-    assert lines and all(said in line for line in lines[-1:]), result.fusion.log
+    text = jax.jit(fn).lower(x, w).as_text()
+    plan = fuse(text, load_target("vulkan"), catalogue())
+    lines = [line for line in plan.log if "grouped convolution" in line]
+    assert lines and all(said in line for line in lines[-1:]), plan.log
+    # The plan, or IREE's formation of the corrected program where that
+    # issues fewer dispatches: either computes the rewritten convolutions.
+    result = tilefuse.compile_program(text, "vulkan")
     ref = np.asarray(jax.jit(fn)(x, w)).astype(np.float64)
     got = np.asarray(CompiledModule(result.vmfb, "vulkan").main(x, w)).astype(np.float64)
     tolerance = 1e-5 if dtype == np.float32 else 1e-2
@@ -147,3 +151,17 @@ def test_what_iree_computes_right_is_left_as_it_is():
     said = [line for line in plan.log if "grouped convolution" in line]
     assert said and all("left as it is" in line for line in said), said
     assert any("one batch element per group" in line for line in said), said
+
+
+def test_a_corrected_program_is_still_compared_with_iree_s_formation():
+    """Where a rewrite corrects what IREE gets wrong, the driver still
+    compares the plan with IREE's formation, of the corrected program
+    (OwnFormation.program), and keeps the one with fewer dispatches; the
+    program as written is never the alternative."""
+    from tilefuse import driver
+
+    x = np.zeros((1, 8, 8, 16), np.float32)
+    w = np.zeros((3, 3, 4, 16), np.float32)
+    plan = fuse(jax.jit(grouped(4)).lower(x, w).as_text(), load_target("vulkan"), catalogue())
+    assert plan.corrections and "feature_group_count = 16" in plan.corrected_text
+    assert driver.formation_unneeded(plan) is None

@@ -91,3 +91,24 @@ def test_the_gradient_of_a_channel_gather_compiles_and_is_right(target):
     got = CompiledModule(result.vmfb, "vulkan").main(img, y, x)
     want = np.asarray(jax.jit(corner_gradient)(img, y, x))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_grid_sample_gradient_keeps_its_plan_and_is_right():
+    """The gradient of a bilinear grid sample: its scatters need the
+    rewrite, and its coordinate group repeats the clips of each corner.
+    Outlined as twins, IREE's canonicalization of the region mapped
+    results wrong and the whole fusion plan was dropped (37 dispatches on
+    IREE's formation; fusion/outline.merge_twins). Plain iree-compile fails
+    on the program."""
+    from test_stacked_concats import grid_sample
+
+    rng = np.random.default_rng(0)
+    img = rng.standard_normal((2, 8, 16, 20)).astype(np.float32)
+    grid = rng.uniform(-1, 1, (2, 12, 12, 2)).astype(np.float32)
+    g = jax.jit(jax.grad(lambda i, gr: jnp.sum(jnp.sin(grid_sample(i, gr))), argnums=(0, 1)))
+    result = tilefuse.compile_program(g.lower(img, grid).as_text(), "vulkan")
+    assert not [n for n in result.notes if "FALLBACK" in n], result.notes
+    got = CompiledModule(result.vmfb, "vulkan").main(img, grid)
+    for mine, want in zip(got, g(img, grid)):
+        want = np.asarray(want)
+        np.testing.assert_allclose(mine, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

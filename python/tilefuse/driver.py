@@ -755,10 +755,9 @@ def formation_unneeded(plan: "fusion_pkg.FusionPlan | None") -> str | None:
     dispatch, and IREE's formation issues no fewer for a program that
     computes anything. (Most programs a test or a user compiles while
     working on one kernel are such programs: this saves the second phase 1.)
-    Nor is IREE's formation of the program as written an alternative where
-    the hlo rewrites corrected what IREE's codegen of it gets wrong."""
-    if plan is not None and plan.corrections:
-        return f"IREE's codegen of the program as written is wrong: {plan.corrections[0]}"
+    Where the hlo rewrites corrected what IREE gets wrong or cannot compile,
+    the formation compared is IREE's of the corrected program
+    (`OwnFormation.program`), never of the program as written."""
     if plan is None or plan.calls_defined_functions or plan.left_to_iree:
         return None
     if len(plan.outlined()) > 1:

@@ -23,7 +23,7 @@ from iree.compiler import ir
 
 from ..hlo.ops import try_cast
 from ..irutil import defining_op
-from .graph import FuncGraph
+from .graph import FuncGraph, value_key
 from .groups import Group
 
 GROUP_ATTR = "tilefuse.group"
@@ -104,14 +104,59 @@ def _bitcast(value: ir.Value, to: ir.Type) -> ir.Value:
     return ir.Operation.create("stablehlo.bitcast_convert", results=[to], operands=[value]).result
 
 
+# Op classes (hlo/ops.op_class) whose ops are pure: two with the same
+# operands and attributes compute the same value (not rng, custom calls).
+PURE_CLASSES = ("elementwise", "index", "constant")
+
+
+def merge_twins(graph: FuncGraph, group: Group) -> int:
+    """Point the readers of each member that repeats an earlier member (same
+    op, operands, attributes and types) at that earlier one; the count.
+
+    JAX repeats computations (a bilinear sample's four corners each clip the
+    same coordinates). Left as twins, a region returns both; IREE's CSE
+    makes them one value, and IREE 3.13's canonicalization of the region
+    then drops the duplicate results and maps the uses of the others wrong
+    ("'stablehlo.reshape' op requires compatible element types": an i32
+    use read an f32 result), which dropped the whole fusion plan. Merged
+    here, after planning, within one group only: merging before planning
+    (MLIR's cse) gave values more readers and cost fusions elsewhere."""
+    seen: dict[tuple, ir.Operation] = {}
+    merged = 0
+    for i in group.members:
+        node = graph.nodes[i]
+        op = node.op
+        if node.cls not in PURE_CLASSES or op.regions or not op.results:
+            continue
+        key = (
+            op.name,
+            tuple(value_key(v) for v in op.operands),
+            tuple(
+                (a.name, str(a.attr))
+                for a in map(op.attributes.__getitem__, range(len(op.attributes)))
+            ),
+            tuple(str(r.type) for r in op.results),
+        )
+        first = seen.setdefault(key, op)
+        if first is not op:
+            for mine, theirs in zip(op.results, first.results):
+                mine.replace_all_uses_with(theirs)
+            merged += 1
+    return merged
+
+
 def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operation:
     nodes = graph.nodes
     members = set(group.members)
+    merge_twins(graph, group)
+    member_ops = {nodes[i].op for i in members}
+    # Read outside the group (the function's return included), by the uses
+    # as they are now: merge_twins moved some.
     results = [
         r
         for i in group.members
         for r in nodes[i].op.results
-        if nodes[i].returned or set(nodes[i].users) - members
+        if any(_owner(use) not in member_ops for use in r.uses)
     ]
     hero = nodes[group.hero].op
     # IREE gives the dispatch the region's location: the name ties it to the group.
@@ -151,6 +196,11 @@ def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operatio
                 result = _bitcast(result, value.type)
         value.replace_all_uses_except(result, users_inside)
     return region
+
+
+def _owner(use) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if hasattr(owner, "operation") else owner
 
 
 def outline_function(graph: FuncGraph, groups: list[Group]) -> list[Group]:
