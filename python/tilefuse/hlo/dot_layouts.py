@@ -73,6 +73,7 @@ from ..irutil import defining_op
 from .ops import (
     VIEWS,
     body_ops,
+    create_transpose,
     dot_free_extents,
     dot_numbers,
     dot_numbers_attr,
@@ -81,6 +82,7 @@ from .ops import (
     op_class,
     shape_of,
     sole_user,
+    transposed_type,
     view_back,
 )
 from .transpose_chains import permutation
@@ -145,23 +147,17 @@ def _transpose(v: ir.Value, perm: list[int], ip: ir.InsertionPoint, loc) -> ir.V
         v = inner.operands[0]
     if perm == list(range(len(perm))):
         return v
-    shape = shape_of(v.type)
-    element = ir.ShapedType(v.type).element_type
-    result = ir.RankedTensorType.get([shape[p] for p in perm], element)
-    if moves_only_unit_dims(shape, perm):
+    if moves_only_unit_dims(shape_of(v.type), perm):
         # No element moves (an outer product's g[1, N] as [N, 1]): a view,
         # which the planner does not give a transpose group.
         return ir.Operation.create(
-            "stablehlo.reshape", results=[result], operands=[v], loc=loc, ip=ip
+            "stablehlo.reshape",
+            results=[transposed_type(v, perm)],
+            operands=[v],
+            loc=loc,
+            ip=ip,
         ).results[0]
-    return ir.Operation.create(
-        "stablehlo.transpose",
-        results=[result],
-        operands=[v],
-        attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)},
-        loc=loc,
-        ip=ip,
-    ).results[0]
+    return create_transpose(v, perm, ip, loc)
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:

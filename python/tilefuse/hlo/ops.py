@@ -171,6 +171,27 @@ def shape_of(t: ir.Type) -> list[int] | None:
     return list(st.shape)
 
 
+def transposed_type(value: ir.Value, permutation: list[int]) -> ir.RankedTensorType:
+    """The type of `value` (static shape) transposed by `permutation`."""
+    shape = shape_of(value.type)
+    element = ir.ShapedType(value.type).element_type
+    return ir.RankedTensorType.get([shape[p] for p in permutation], element)
+
+
+def create_transpose(
+    value: ir.Value, permutation: list[int], ip: ir.InsertionPoint, loc=None
+) -> ir.Value:
+    """A stablehlo.transpose of `value` at `ip` (at `loc`, else the current one)."""
+    return ir.Operation.create(
+        "stablehlo.transpose",
+        results=[transposed_type(value, permutation)],
+        operands=[value],
+        attributes={"permutation": ir.DenseI64ArrayAttr.get(permutation)},
+        loc=loc,
+        ip=ip,
+    ).results[0]
+
+
 def element_type(t: ir.Type) -> ir.Type:
     st = try_cast(ir.ShapedType, t)
     return st.element_type if st is not None else t

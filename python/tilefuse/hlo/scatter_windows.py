@@ -29,7 +29,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op
-from .ops import LEFT_AS_IT_IS, body_ops, shape_of
+from .ops import LEFT_AS_IT_IS, body_ops, create_transpose, shape_of, transposed_type
 
 SCATTER = "stablehlo.scatter"
 LIST_KEYS = (
@@ -83,9 +83,7 @@ def _refusal(op: ir.Operation) -> str | None:
 
 
 def _transpose(value: ir.Value, permutation: list[int], ip: ir.InsertionPoint) -> ir.Value:
-    shape = shape_of(value.type)
-    element = ir.ShapedType(value.type).element_type
-    result = ir.RankedTensorType.get([shape[p] for p in permutation], element)
+    result = transposed_type(value, permutation)
     source = defining_op(value)
     # The init JAX writes (zeros) is made at the new shape: a transpose of a
     # constant would be a fusion group of its own that IREE folds away.
@@ -113,13 +111,7 @@ def _transpose(value: ir.Value, permutation: list[int], ip: ir.InsertionPoint) -
             attributes={"broadcast_dimensions": ir.DenseI64ArrayAttr.get([])},
             ip=ip,
         ).results[0]
-    return ir.Operation.create(
-        "stablehlo.transpose",
-        results=[result],
-        operands=[value],
-        attributes={"permutation": ir.DenseI64ArrayAttr.get(permutation)},
-        ip=ip,
-    ).results[0]
+    return create_transpose(value, permutation, ip)
 
 
 def _rewrite(op: ir.Operation, order: list[int]) -> None:
