@@ -52,6 +52,12 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
+def user_op(use) -> ir.Operation:
+    """The op that makes a use (an OpOperand) of a value."""
+    owner = use.owner
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
 def holds(op: ir.Operation, name: str) -> bool:
     """Some op nested in `op` is named `name`."""
     return any(inner.name == name for inner in walk(op))

@@ -21,8 +21,8 @@ import heapq
 
 from iree.compiler import ir
 
-from ..hlo.ops import try_cast
-from ..irutil import defining_op
+from ..hlo.ops import attributes_text, try_cast
+from ..irutil import defining_op, user_op
 from .graph import FuncGraph, value_key
 from .groups import Group
 
@@ -131,10 +131,7 @@ def merge_twins(graph: FuncGraph, group: Group) -> int:
         key = (
             op.name,
             tuple(value_key(v) for v in op.operands),
-            tuple(
-                (a.name, str(a.attr))
-                for a in map(op.attributes.__getitem__, range(len(op.attributes)))
-            ),
+            attributes_text(op),
             tuple(str(r.type) for r in op.results),
         )
         first = seen.setdefault(key, op)
@@ -156,7 +153,7 @@ def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operatio
         r
         for i in group.members
         for r in nodes[i].op.results
-        if any(_owner(use) not in member_ops for use in r.uses)
+        if any(user_op(use) not in member_ops for use in r.uses)
     ]
     hero = nodes[group.hero].op
     # IREE gives the dispatch the region's location: the name ties it to the group.
@@ -196,11 +193,6 @@ def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operatio
                 result = _bitcast(result, value.type)
         value.replace_all_uses_except(result, users_inside)
     return region
-
-
-def _owner(use) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if hasattr(owner, "operation") else owner
 
 
 def outline_function(graph: FuncGraph, groups: list[Group]) -> list[Group]:

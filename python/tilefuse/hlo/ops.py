@@ -4,7 +4,7 @@ element types and sizes of tensor types."""
 
 from iree.compiler import ir
 
-from ..irutil import defining_op
+from ..irutil import defining_op, user_op
 
 ELEMENTWISE = {
     "stablehlo." + n
@@ -245,9 +245,16 @@ def dot_numbers(op: ir.Operation) -> dict[str, list[int]]:
             "lhs_contracting_dimensions": [lhs_rank - 1],
             "rhs_contracting_dimensions": [0],
         }
-    text = str(op.attributes["dot_dimension_numbers"])
+    return attribute_lists(op.attributes["dot_dimension_numbers"], DOT_DIMENSION_KEYS)
+
+
+def attribute_lists(attr: ir.Attribute, keys) -> dict[str, list[int]]:
+    """The integer lists `key = [..]` of a StableHLO attribute as printed
+    (#stablehlo.dot, #stablehlo.scatter), [] for a key it omits: the wheel
+    has no StableHLO attribute bindings."""
+    text = str(attr)
     numbers = {}
-    for key in DOT_DIMENSION_KEYS:
+    for key in keys:
         _, sep, rest = text.partition(key + " = [")
         numbers[key] = (
             [int(x) for x in rest.split("]", 1)[0].split(",") if x.strip()] if sep else []
@@ -303,8 +310,7 @@ def sole_user(op: ir.Operation, name: str) -> ir.Operation | None:
     uses = list(op.results[0].uses)
     if len(uses) != 1:
         return None
-    user = uses[0].owner
-    user = user.operation if hasattr(user, "operation") else user
+    user = user_op(uses[0])
     return user if user.name == name else None
 
 

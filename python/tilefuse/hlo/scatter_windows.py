@@ -29,7 +29,14 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op
-from .ops import LEFT_AS_IT_IS, body_ops, create_transpose, shape_of, transposed_type
+from .ops import (
+    LEFT_AS_IT_IS,
+    attribute_lists,
+    body_ops,
+    create_transpose,
+    shape_of,
+    transposed_type,
+)
 
 SCATTER = "stablehlo.scatter"
 LIST_KEYS = (
@@ -42,17 +49,10 @@ LIST_KEYS = (
 
 
 def scatter_numbers(op: ir.Operation) -> dict[str, list[int] | int]:
-    """The scatter's dimension numbers (LIST_KEYS, and index_vector_dim), read
-    from the attribute as printed: the wheel has no StableHLO attribute
-    bindings."""
-    text = str(op.attributes["scatter_dimension_numbers"])
-    numbers: dict[str, list[int] | int] = {}
-    for key in LIST_KEYS:
-        _, sep, rest = text.partition(key + " = [")
-        numbers[key] = (
-            [int(x) for x in rest.split("]", 1)[0].split(",") if x.strip()] if sep else []
-        )
-    _, _, rest = text.partition("index_vector_dim = ")
+    """The scatter's dimension numbers (LIST_KEYS, and index_vector_dim)."""
+    attr = op.attributes["scatter_dimension_numbers"]
+    numbers: dict[str, list[int] | int] = attribute_lists(attr, LIST_KEYS)
+    _, _, rest = str(attr).partition("index_vector_dim = ")
     numbers["index_vector_dim"] = int(rest.rstrip(">").split(",")[0])
     return numbers
 

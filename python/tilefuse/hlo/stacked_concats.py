@@ -50,7 +50,7 @@ Left as written:
 from iree.compiler import ir
 
 from ..frontend import location_text
-from ..irutil import defining_op
+from ..irutil import defining_op, user_op
 from .ops import VIEWS, body_ops, op_class, shape_of
 
 CONCATENATE = "stablehlo.concatenate"
@@ -89,7 +89,7 @@ def _reader_classes(v: ir.Value) -> set[str]:
     through views."""
     found = set()
     for use in v.uses:
-        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        user = user_op(use)
         if user.name in VIEWS:
             found |= _reader_classes(user.results[0])
         else:
