@@ -254,3 +254,34 @@ def test_a_reduction_read_through_a_transpose_is_coalesced():
     x = np.random.default_rng(0).standard_normal((4096, 512)).astype(np.float32) * 0.1
     want = np.exp(x.astype(np.float64)).sum(axis=0)
     np.testing.assert_allclose(module.main(x), want, rtol=1e-5)
+
+
+# MLP-Mixer's residual: x + transpose(token_mix(x)) over [batch, tokens,
+# channels] with 49 tokens, so the staged input's tile is ragged along the
+# dim each thread reads 4 of in phase 2.
+RAGGED_RESIDUAL = """func.func @main(%a: tensor<2x49x64xf32>, %x: tensor<2x64x49xf32>) -> tensor<2x49x64xf32> {
+  %t = stablehlo.transpose %x, dims = [0, 2, 1] : (tensor<2x64x49xf32>) -> tensor<2x49x64xf32>
+  %r = stablehlo.add %a, %t : tensor<2x49x64xf32>
+  return %r : tensor<2x49x64xf32>
+}"""
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+def test_a_ragged_tile_read_transposed_in_phase_2_builds_on_cuda(target):
+    """The shared tile's transposed read, masked on the edge tile, is first
+    made a read along the tile's rows: unrolled as it was, each 1-D piece
+    kept the whole mask and failed to verify (IREE's codegen ran the
+    dispatch instead, reported as a FALLBACK)."""
+    (report,) = tilefuse.compile_program(RAGGED_RESIDUAL, target, strict=True).reports
+    assert (report.strategy, report.status) == ("transpose", "applied"), report.line()
+    assert "ragged" in report.params and report.spill_bytes == 0, report.line()
+
+
+def test_a_ragged_tile_read_transposed_in_phase_2_on_lavapipe():
+    module = tilefuse.compile(RAGGED_RESIDUAL, GPU_LIKE, device="vulkan")
+    (report,) = module.reports
+    assert (report.strategy, report.status) == ("transpose", "applied"), report.line()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 49, 64)).astype(np.float32)
+    x = rng.standard_normal((2, 64, 49)).astype(np.float32)
+    np.testing.assert_array_equal(module.main(a, x), a + np.transpose(x, (0, 2, 1)))

@@ -197,6 +197,13 @@ module attributes {transform.with_named_sequence} {
     } : !transform.any_op
     // (lower_transfer + lower_transpose + permutation patterns in one set ran
     // the compiler out of memory, 23 GB: keep them apart, unroll to scf.)
+    // The transposed read of the shared tile first becomes a read along the
+    // tile's rows and a vector.transpose: unrolling a masked transposed read
+    // (a ragged tile) keeps the whole mask on each 1-D piece, which does not
+    // verify ("inferred mask type ... don't match").
+    transform.apply_patterns to %nobar {
+      transform.apply_patterns.vector.transfer_permutation_patterns
+    } : !transform.any_op
     transform.apply_patterns to %nobar {
       transform.apply_patterns.vector.transfer_to_scf full_unroll = true max_transfer_rank = 1
       transform.apply_patterns.canonicalization
