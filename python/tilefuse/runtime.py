@@ -9,12 +9,19 @@ from iree import runtime as rt
 
 from .errors import TilefuseError
 
-try:  # bf16 arrays come from ml_dtypes, which iree-base-compiler installs
+try:  # bf16 and int4 arrays come from ml_dtypes, which iree-base-compiler installs
     import ml_dtypes
 
     _BF16 = np.dtype(ml_dtypes.bfloat16)
+    # 4-bit integers: numpy holds one per byte, IREE two per byte (the first
+    # in the low nibble); the element type IREE's buffer views carry.
+    PACKED = {
+        "i4": (np.dtype(ml_dtypes.int4), rt.HalElementType.SINT_4),
+        "ui4": (np.dtype(ml_dtypes.uint4), rt.HalElementType.UINT_4),
+    }
 except ImportError:  # pragma: no cover
     _BF16 = None
+    PACKED = {}
 
 DTYPES = {
     "f64": np.dtype(np.float64),
@@ -34,6 +41,11 @@ DTYPES = {
 }
 if _BF16 is not None:
     DTYPES["bf16"] = _BF16
+DTYPES.update({name: dtype for name, (dtype, _) in PACKED.items()})
+# IREE's element type numbers of the packed types (a signless i4 result
+# carries INT_4), to the numpy dtype they unpack to.
+_UNPACKED = {int(rt.HalElementType.INT_4): PACKED.get("i4", (None,))[0]}
+_UNPACKED.update({int(element): dtype for dtype, element in PACKED.values()})
 
 DRIVERS = {"vulkan": "vulkan", "cuda": "cuda", "local-task": "local-task", "cpu": "local-task"}
 
@@ -108,7 +120,6 @@ def _to_numpy(device: rt.HalDevice, value) -> np.ndarray:
     4096-byte aligned; a staging copy works on every driver.
     """
     view = value._buffer_view if hasattr(value, "_buffer_view") else value
-    dtype = rt.HalElementType.map_to_dtype(view.element_type)
     source = view.get_buffer()
     staging = device.allocator.allocate_buffer(
         memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
@@ -123,7 +134,40 @@ def _to_numpy(device: rt.HalDevice, value) -> np.ndarray:
         signal_semaphores=rt.HalFence.create_at(sem, 1),
     )
     rt.HalFence.create_at(sem, 1).wait()
+    unpacked = _UNPACKED.get(int(view.element_type))
+    if unpacked is not None:
+        return _unpack(
+            staging.map().asarray([source.byte_length()], np.dtype(np.uint8)), view.shape, unpacked
+        )
+    dtype = rt.HalElementType.map_to_dtype(view.element_type)
     return staging.map().asarray(view.shape, np.dtype(dtype)).copy()
+
+
+def _pack(array: np.ndarray) -> np.ndarray:
+    """4-bit integers, one per byte, as IREE stores them: two per byte."""
+    nibbles = array.reshape(-1).view(np.uint8) & 0xF
+    if nibbles.size % 2:
+        nibbles = np.append(nibbles, np.uint8(0))
+    return nibbles[0::2] | (nibbles[1::2] << 4)
+
+
+def _unpack(packed: np.ndarray, shape, dtype: np.dtype) -> np.ndarray:
+    count = int(np.prod(shape))
+    nibbles = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(-1)[:count]
+    if dtype == PACKED["i4"][0]:
+        nibbles = (nibbles.astype(np.int8) ^ 8) - 8  # sign-extend bit 3
+    return nibbles.astype(dtype).reshape(shape)
+
+
+def _device_arg(device: rt.HalDevice, array: np.ndarray, spec: "TensorSpec"):
+    """An argument as the compiled function takes it: numpy arrays as they
+    are (IREE's invoker copies them), 4-bit integers packed into a buffer
+    view of IREE's packed element type."""
+    if spec.dtype not in PACKED:
+        return array
+    buffer = rt.asdevicearray(device, _pack(array))._buffer_view.get_buffer()
+    view = rt.HalBufferView(buffer, list(array.shape), PACKED[spec.dtype][1])
+    return rt.DeviceArray(device, view)
 
 
 class Function:
@@ -161,7 +205,11 @@ class Function:
     def to_device(self, *args) -> list:
         """Check the arguments and copy them to the device once, for repeated calls."""
         device = self.module._config.device
-        return [rt.asdevicearray(device, a) for a in self.check_args(args)]
+        arrays = self.check_args(args)
+        return [
+            rt.asdevicearray(device, a) if s.dtype not in PACKED else _device_arg(device, a, s)
+            for a, s in zip(arrays, self.arg_specs)
+        ]
 
     def invoke(self, device_args: list):
         """Call with arguments from `to_device`; results stay on the device.
@@ -173,8 +221,8 @@ class Function:
 
     def __call__(self, *args):
         arrays = self.check_args(args)
-        result = self._call(*arrays)
         device = self.module._config.device
+        result = self._call(*[_device_arg(device, a, s) for a, s in zip(arrays, self.arg_specs)])
         if isinstance(result, (tuple, list)):
             return tuple(_to_numpy(device, r) for r in result)
         return _to_numpy(device, result)

@@ -152,6 +152,10 @@ class Dispatch:
     # The first complex element type among the dispatch's values
     # ("complex<f32>"), None if it has none: no kernel vectorizes them.
     complex_type: str | None = None
+    # The first integer type of 2 to 7 bits among the stored tensors ("i4"),
+    # None if none: IREE packs them, and on SPIR-V only its own codegen
+    # emulates a packed store (a kernel's vector store of i4 fails there).
+    sub_byte_store: str | None = None
     # The root is elementwise on one reduction's result (an epilogue: a
     # mean's division): that reduction, described as if it were the root
     # (its `epilogue_operand`: the root's input it produces); else None.
@@ -337,6 +341,7 @@ def _analyse(func, executable: str) -> Dispatch:
     contraction_ops = [(op, c) for op in top if (c := _contraction(op)) is not None]
     d.contractions = [c for _, c in contraction_ops]
     stores = [op for op in top if op.name == STORE]
+    d.sub_byte_store = _sub_byte_type([s.operands[0] for s in stores])
     if not stores:
         d.problem = "dispatch stores no result"
         return d
@@ -477,6 +482,14 @@ def _complex_type(func) -> str | None:
             element = t.element_type if isinstance(t, ir.ShapedType) else t
             if isinstance(element, ir.ComplexType):
                 return str(element)
+    return None
+
+
+def _sub_byte_type(values) -> str | None:
+    for value in values:
+        element = ir.ShapedType(value.type).element_type
+        if isinstance(element, ir.IntegerType) and 1 < element.width < 8:
+            return str(element)
     return None
 
 
