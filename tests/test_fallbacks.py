@@ -818,3 +818,29 @@ def test_sub_byte_stores_are_refused_by_name_on_spirv():
     np.testing.assert_array_equal(wide, ((x + 8) % 16 - 8).astype(np.int8))
     for cuda in tilefuse.compile_program(INT4_STORE, "cuda", strict=True).reports:
         assert (cuda.strategy, cuda.status) == ("loop", "applied"), cuda.line()
+
+
+# Integer power: StableHLO's lowering is a loop over the exponent's bits
+# inside the elementwise body (scf.for), which no vectorizer takes.
+INT_POWER = """func.func @main(%x: tensor<8x64xi32>, %n: tensor<8x64xi32>) -> tensor<8x64xi32> {
+  %p = stablehlo.power %x, %n : tensor<8x64xi32>
+  %one = stablehlo.constant dense<1> : tensor<8x64xi32>
+  %r = stablehlo.add %p, %one : tensor<8x64xi32>
+  return %r : tensor<8x64xi32>
+}"""
+
+
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+def test_a_loop_inside_an_elementwise_body_is_refused_by_name(target):
+    """The loop kernel took it and failed to vectorize in phase 2 (a
+    FALLBACK and a retry, found on StableHLO's power test)."""
+    result = tilefuse.compile_program(INT_POWER, target, strict=True)
+    (report,) = result.reports
+    assert report.status == "fallback" and "scf.for inside an op's body" in report.reason, (
+        report.line()
+    )
+    if target == "vulkan":
+        rng = np.random.default_rng(5)
+        x = rng.integers(-5, 6, (8, 64)).astype(np.int32)
+        n = rng.integers(0, 7, (8, 64)).astype(np.int32)
+        np.testing.assert_array_equal(_module(result).main(x, n), x**n + 1)

@@ -156,6 +156,10 @@ class Dispatch:
     # None if none: IREE packs them, and on SPIR-V only its own codegen
     # emulates a packed store (a kernel's vector store of i4 fails there).
     sub_byte_store: str | None = None
+    # The first op with regions inside a computing op's body ("scf.for":
+    # StableHLO's integer power is a loop over the exponent's bits), None if
+    # none: IREE's vectorizer does not take such a body, so no kernel does.
+    body_loop: str | None = None
     # The root is elementwise on one reduction's result (an epilogue: a
     # mean's division): that reduction, described as if it were the root
     # (its `epilogue_operand`: the root's input it produces); else None.
@@ -337,6 +341,7 @@ def _analyse(func, executable: str) -> Dispatch:
     d.op_summaries = [_summary(op) for op in work]
     d.loaded = [_operand(op.results[0]) for op in top if op.name == LOAD]
     d.complex_type = _complex_type(func)
+    d.body_loop = _body_loop(func)
     d.offset_alignment = _offset_alignment(top)
     contraction_ops = [(op, c) for op in top if (c := _contraction(op)) is not None]
     d.contractions = [c for _, c in contraction_ops]
@@ -482,6 +487,15 @@ def _complex_type(func) -> str | None:
             element = t.element_type if isinstance(t, ir.ShapedType) else t
             if isinstance(element, ir.ComplexType):
                 return str(element)
+    return None
+
+
+def _body_loop(func) -> str | None:
+    for op in walk(func):
+        if op.name.startswith("linalg."):
+            for inner in walk(op):
+                if len(inner.regions):
+                    return inner.name
     return None
 
 

@@ -80,6 +80,9 @@ def choose(dispatch: Dispatch, target: Target, user: tuple[Strategy, ...] = ()) 
         # does not exist: refused here, not failed in phase 2 (a retry).
         why = f"{dispatch.complex_type} values: no tilefuse kernel vectorizes complex numbers"
         return Choice(dispatch, None, reason=why)
+    if dispatch.body_loop:
+        why = f"a {dispatch.body_loop} inside an op's body: IREE's vectorizer does not take it"
+        return Choice(dispatch, None, reason=why)
     if dispatch.sub_byte_store and target.backend == "spirv":
         why = (
             f"stores {dispatch.sub_byte_store} values: on SPIR-V only IREE's codegen"
