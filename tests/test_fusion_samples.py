@@ -74,3 +74,32 @@ def test_dispatch_count_mismatch_is_an_error(root):
     result = tilefuse.compile_program(root / "samples/log_transpose_add_f32.mlir", "vulkan")
     with pytest.raises(tilefuse.TilefuseError, match="1 fusion groups; none for"):
         attach_groups(result.fusion, [])
+
+
+def test_initializer_and_copy_dispatches_may_share_a_group(root):
+    """IREE hoists a group's constant part into an initializer (listed
+    first) and may copy a region's result in a memcpy dispatch with the
+    region's location: neither is a second kernel of the group. The order
+    mattered: an initializer's dispatch listed first used to make the
+    group's own dispatch look like a second claim (CTC loss's gradient, four
+    retries). Two dispatches of the program itself still fail the group."""
+    from tilefuse.dispatch.read import Dispatch
+    from tilefuse.fusion import attach_groups
+    from tilefuse.fusion.outline import LOC_PREFIX
+
+    result = tilefuse.compile_program(root / "samples/log_transpose_add_f32.mlir", "vulkan")
+    (group,) = result.fusion.outlined()
+    loc = f'loc("{LOC_PREFIX}{group.name}"(unknown))'
+
+    def claim(name):
+        return Dispatch(name=name, executable=name, location=loc, ops=[])
+
+    dispatches = [
+        claim("_initializer_0_dispatch_0_elementwise_64_f32"),
+        claim("main_dispatch_0_elementwise_64_f32"),
+        claim("main_dispatch_1_slow_memcpy"),
+    ]
+    attach_groups(result.fusion, dispatches)
+    assert [d.group_name for d in dispatches] == [group.name] * 3
+    with pytest.raises(tilefuse.TilefuseError, match="claims fusion group .*, already matched"):
+        attach_groups(result.fusion, [*dispatches, claim("main_dispatch_2_elementwise_64_f32")])

@@ -192,15 +192,21 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
     """
     groups = {g.name: g for g in plan.outlined()}
     matched: dict[str, str] = {}
+    in_program: set[str] = set()  # groups a dispatch outside initializers claims
     for d in dispatches:
         name = _group_in_location(d.location)
         if name is None:
             continue
         # IREE hoists constant expressions (RoPE's sin/cos tables from iota)
         # into initializers that run once at load time: a group may then have
-        # a second dispatch there.
+        # dispatches there too, before or after its own (initializers come
+        # first in the list).
         hoisted = d.name.startswith("_initializer")
-        if name not in groups or (name in matched and not hoisted):
+        # A copy IREE makes of a region's result (a reshape at the region's
+        # edge that it materializes: CTC loss's index tables) keeps the
+        # region's location beside the region's own dispatch.
+        copy = d.name.endswith("_slow_memcpy")
+        if name not in groups or (name in in_program and not (hoisted or copy)):
             raise GroupFailed(
                 f"dispatch {d.name} claims fusion group {name}, "
                 + ("already matched" if name in matched else "which was not outlined"),
@@ -209,6 +215,8 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
         g = groups[name]
         d.group_name, d.group_kind, d.group_hero = g.name, g.kind, g.hero_op
         matched.setdefault(name, d.name)
+        if not (hoisted or copy):
+            in_program.add(name)
     signatures = {groups[n].signature for n in matched}
     missing = [n for n, g in groups.items() if n not in matched and g.signature not in signatures]
     if missing:
