@@ -844,3 +844,41 @@ def test_a_loop_inside_an_elementwise_body_is_refused_by_name(target):
         x = rng.integers(-5, 6, (8, 64)).astype(np.int32)
         n = rng.integers(0, 7, (8, 64)).astype(np.int32)
         np.testing.assert_array_equal(_module(result).main(x, n), x**n + 1)
+
+
+# A root of static shape beside a reduction over a dynamic-shaped input (a
+# linalg program; IREE's softmax_dynamic e2e test has the same pattern).
+DYNAMIC_BESIDE_STATIC = """func.func @main(%x: tensor<64x?xf32>, %y: tensor<64x32xf32>) -> tensor<64x32xf32> {
+  %lowest = arith.constant -3.40282347E+38 : f32
+  %e = tensor.empty() : tensor<64xf32>
+  %init = linalg.fill ins(%lowest : f32) outs(%e : tensor<64xf32>) -> tensor<64xf32>
+  %m = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<64x?xf32>) outs(%init : tensor<64xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.maximumf %a, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<64xf32>
+  %o = tensor.empty() : tensor<64x32xf32>
+  %z = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%y, %m : tensor<64x32xf32>, tensor<64xf32>) outs(%o : tensor<64x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.subf %a, %b : f32
+    %v = math.exp %s : f32
+    linalg.yield %v : f32
+  } -> tensor<64x32xf32>
+  return %z : tensor<64x32xf32>
+}"""
+
+
+def test_a_dynamic_shaped_load_beside_a_static_root_is_refused_by_name():
+    """row_warp read the root's static shape, took the dispatch and left the
+    dynamic reduction unvectorized (verification caught it: a FALLBACK and
+    a retry). The chooser now refuses any dispatch that loads a tensor of
+    dynamic shape, with the shape."""
+    result = tilefuse.compile_program(DYNAMIC_BESIDE_STATIC, "vulkan", strict=True)
+    (report,) = result.reports
+    assert report.status == "fallback", report.line()
+    assert "loads a tensor of dynamic shape (64x?xf32)" in report.reason, report.line()
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((64, 20)).astype(np.float32)
+    y = rng.standard_normal((64, 32)).astype(np.float32)
+    want = np.exp(y - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(_module(result).main(x, y), want, rtol=1e-6)

@@ -80,6 +80,14 @@ def choose(dispatch: Dispatch, target: Target, user: tuple[Strategy, ...] = ()) 
         # does not exist: refused here, not failed in phase 2 (a retry).
         why = f"{dispatch.complex_type} values: no tilefuse kernel vectorizes complex numbers"
         return Choice(dispatch, None, reason=why)
+    dynamic = next((o for o in dispatch.loaded if -1 in o.shape), None)
+    if dynamic is not None:
+        # A root of static shape can still read one (IREE loaded a buffer
+        # twice, once with a dynamic size for a reduction): every kernel
+        # tiles static shapes only.
+        dims = "x".join("?" if n < 0 else str(n) for n in dynamic.shape)
+        why = f"loads a tensor of dynamic shape ({dims}x{dynamic.element_type})"
+        return Choice(dispatch, None, reason=why)
     if dispatch.body_loop:
         why = f"a {dispatch.body_loop} inside an op's body: IREE's vectorizer does not take it"
         return Choice(dispatch, None, reason=why)
