@@ -882,3 +882,29 @@ def test_a_dynamic_shaped_load_beside_a_static_root_is_refused_by_name():
     y = rng.standard_normal((64, 32)).astype(np.float32)
     want = np.exp(y - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(_module(result).main(x, y), want, rtol=1e-6)
+
+
+# i1 packed eight to a byte by IREE's packed_storage encoding (a linalg
+# program: StableHLO has no way to ask for it), read back as one byte.
+PACKED_BOOLS = """func.func @main(%x: tensor<8xi8>) -> tensor<1xi8> {
+  %e = tensor.empty() : tensor<8xi1, #iree_encoding.packed_storage>
+  %b = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%x : tensor<8xi8>) outs(%e : tensor<8xi1, #iree_encoding.packed_storage>) {
+  ^bb0(%in: i8, %out: i1):
+    %zero = arith.constant 0 : i8
+    %gt = arith.cmpi sgt, %in, %zero : i8
+    linalg.yield %gt : i1
+  } -> tensor<8xi1, #iree_encoding.packed_storage>
+  %byte = flow.tensor.bitcast %b : tensor<8xi1, #iree_encoding.packed_storage> -> tensor<1xi8>
+  return %byte : tensor<1xi8>
+}"""
+
+
+def test_packed_bool_stores_are_refused_by_name_on_spirv():
+    result = tilefuse.compile_program(PACKED_BOOLS, "vulkan", strict=True)
+    (report,) = result.reports
+    assert report.status == "fallback" and "stores i1 (packed) values" in report.reason, (
+        report.line()
+    )
+    x = np.array([1, -1, 3, 0, 5, 5, -2, 7], np.int8)
+    bits = sum(1 << i for i, v in enumerate(x) if v > 0)
+    np.testing.assert_array_equal(_module(result).main(x), np.array([bits], np.uint8).view(np.int8))

@@ -152,9 +152,10 @@ class Dispatch:
     # The first complex element type among the dispatch's values
     # ("complex<f32>"), None if it has none: no kernel vectorizes them.
     complex_type: str | None = None
-    # The first integer type of 2 to 7 bits among the stored tensors ("i4"),
-    # None if none: IREE packs them, and on SPIR-V only its own codegen
-    # emulates a packed store (a kernel's vector store of i4 fails there).
+    # The first integer type of 2 to 7 bits among the stored tensors ("i4",
+    # or "i1 (packed)" for i1 under IREE's packed_storage encoding), None if
+    # none: IREE packs them, and on SPIR-V only its own codegen emulates a
+    # packed store (a kernel's vector store of i4 fails there).
     sub_byte_store: str | None = None
     # The first op with regions inside a computing op's body ("scf.for":
     # StableHLO's integer power is a loop over the exponent's bits), None if
@@ -504,6 +505,12 @@ def _sub_byte_type(values) -> str | None:
         element = ir.ShapedType(value.type).element_type
         if isinstance(element, ir.IntegerType) and 1 < element.width < 8:
             return str(element)
+        # i1 is stored a byte each, unless an encoding packs it
+        # (#iree_encoding.packed_storage: eight to a byte).
+        if isinstance(element, ir.IntegerType) and element.width == 1:
+            encoding = ir.RankedTensorType(value.type).encoding
+            if encoding is not None and "packed_storage" in str(encoding):
+                return "i1 (packed)"
     return None
 
 
