@@ -375,6 +375,35 @@ def test_a_bool_mask_broadcast_to_a_higher_rank_is_fused_into_the_root():
     np.testing.assert_array_equal(module.main(m, x), want)
 
 
+def test_a_causal_mask_stored_as_bools_keeps_the_loop_kernel():
+    """A mask built from iotas alone and returned (stored as i8): step
+    "tensor_arith" fuses the mask's generic into the widening to i8, and the
+    root it leaves reads nothing; the step "producers" still asked for the
+    producer of its operand 0 (the init's tensor.empty), which cannot fuse,
+    and the whole script failed with no message (a FALLBACK and retries on
+    every decode step with a causal mask: BART's, found by an unseen-program
+    sweep of Hugging Face models)."""
+    text = """func.func @main(%x: tensor<2x32x32xf32>) -> (tensor<32x32xi1>, tensor<2x32x32xf32>) {
+  %r = stablehlo.iota dim = 0 : tensor<32x32xi32>
+  %c = stablehlo.iota dim = 1 : tensor<32x32xi32>
+  %m = stablehlo.compare GE, %r, %c, SIGNED : (tensor<32x32xi32>, tensor<32x32xi32>) -> tensor<32x32xi1>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [1, 2] : (tensor<32x32xi1>) -> tensor<2x32x32xi1>
+  %low = stablehlo.constant dense<-3.0e38> : tensor<2x32x32xf32>
+  %y = stablehlo.select %mb, %x, %low : tensor<2x32x32xi1>, tensor<2x32x32xf32>
+  return %m, %y : tensor<32x32xi1>, tensor<2x32x32xf32>
+}
+"""
+    for target in ("vulkan", "cuda"):
+        for report in tilefuse.compile_program(text, target, strict=True).reports:
+            assert (report.strategy, report.status) == ("loop", "applied"), report.line()
+    module = tilefuse.compile(text, target="vulkan")
+    x = np.random.default_rng(1).standard_normal((2, 32, 32)).astype(np.float32)
+    mask = np.tril(np.ones((32, 32), bool))
+    got_mask, got = module.main(x)
+    np.testing.assert_array_equal(got_mask, mask)
+    np.testing.assert_array_equal(got, np.where(mask, x, np.float32(-3.0e38)))
+
+
 def test_a_piece_written_at_an_unaligned_offset_keeps_its_place():
     """concatenate(x: 6 x f32, exp(y)): IREE writes exp(y) into the result's
     buffer at byte 24, and on SPIR-V a binding is indexed by whole vectors:

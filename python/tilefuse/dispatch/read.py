@@ -147,6 +147,10 @@ class Dispatch:
     # the all-parallel linalg.generic that convert-elementwise-to-linalg
     # writes for it, which only the loop kernel makes (its step "root_cast").
     root_cast: str | None = None
+    # The root_cast widens a linalg.generic that reads nothing (a causal
+    # mask built from linalg.index): step "tensor_arith" fuses the two, and
+    # the root it leaves has no inputs whose producers could fuse.
+    cast_of_no_inputs: bool = False
     # Every tensor the dispatch loads (what fused producers read too).
     loaded: list[Operand] = field(default_factory=list)
     # The first complex element type among the dispatch's values
@@ -541,6 +545,11 @@ def _describe_root_cast(d: Dispatch, op: ir.Operation) -> Dispatch:
     d.inputs = [_operand(v) for v in op.operands]
     d.outputs = [_operand(v) for v in op.results]
     d.input_producers = [defining_op_name(v) for v in op.operands]
+    sources = [defining_op(v) for v in op.operands]
+    d.cast_of_no_inputs = all(
+        src is not None and src.name == "linalg.generic" and len(src.operands) == len(src.results)
+        for src in sources
+    )
     d.output_maps_identity = True
     d.root_maps = [identity] * len(operands)
     d.loop_ranges = shape

@@ -154,7 +154,7 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
             return None, why_not
     params = dataclasses.replace(
         params,
-        root_inputs=tuple(range(len(d.inputs))),
+        root_inputs=() if d.cast_of_no_inputs else tuple(range(len(d.inputs))),
         tensor_arith=bool(d.root_cast or d.arith_producers),
         split_writes=split_writes,
     )
@@ -163,7 +163,7 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
         notes += f", {len(d.pad_inputs)} pad(s) read through masked loads"
     if d.root_gathers:
         notes += ", body gathers by tensor.extract"
-    if not d.inputs:
+    if not d.inputs or d.cast_of_no_inputs:
         notes += ", no inputs (nothing to fuse)"
     for cast in ([d.root_cast] if d.root_cast else []) + d.arith_producers:
         notes += f", {cast} on a tensor written as a linalg.generic"
