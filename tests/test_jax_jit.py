@@ -146,3 +146,28 @@ def test_reports_are_those_of_the_arguments_program(inputs):
     f(params, x[:4], activation="gelu")
     shapes = [r.line() for r in f.reports(params, x, activation="gelu")]
     assert f.compiles == 2 and any("8x32" in line for line in shapes), shapes
+
+
+def test_position_embeddings_keep_the_plan():
+    """Flax's nn.Embed is jnp.take, whose bounds checks on position ids
+    built from an iota are computed from constants alone. Outlined, IREE
+    hoisted that region and failed on it ("'stream.async.dispatch' op has
+    invalid Read access range ... of resource %__hoisted_tensor"; in larger
+    models its CPU codegen failed on the hoisted region instead), and the
+    whole plan was dropped (every Hugging Face Flax model, found by a sweep
+    of them). The planner leaves such groups to IREE."""
+
+    def embed(tokens, positions, ids):
+        batch, length = ids.shape
+        pos = jnp.broadcast_to(jnp.arange(length), (batch, length))
+        return jnp.take(tokens, ids, axis=0) + jnp.take(positions, pos, axis=0)
+
+    rng = np.random.default_rng(3)
+    tokens = rng.standard_normal((96, 48)).astype(np.float32)
+    positions = rng.standard_normal((32, 48)).astype(np.float32)
+    ids = rng.integers(0, 96, (2, 16)).astype(np.int32)
+    text = jax.jit(embed).lower(tokens, positions, ids).as_text()
+    result = tilefuse.compile_program(text, "vulkan")
+    assert not [n for n in result.notes if "FALLBACK" in n], result.notes
+    got = tilefuse.CompiledModule(result.vmfb, "vulkan").main(tokens, positions, ids)
+    np.testing.assert_array_equal(got, np.asarray(jax.jit(embed)(tokens, positions, ids)))

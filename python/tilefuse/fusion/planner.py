@@ -521,6 +521,7 @@ def plan_function(
     for g in groups:
         plan.log += [f"{g.name}: {line}" for line in duplicated(graph, set(g.members))]
     split: dict[str, list[Group]] = {}
+    constant = computed_from_constants(graph)
     for g in groups:
         chained = g.outlined and has_chained_reductions(graph, set(g.members))
         if chained and not kernels.kernel_for("softmax-like"):
@@ -569,6 +570,13 @@ def plan_function(
         elif g.outlined and g.kind == "loop" and scalars_only(graph, set(g.members)):
             g.outlined = False
             g.why_not_outlined = SCALARS
+        elif (
+            g.outlined
+            and g.kind == "loop"
+            and reads_constants_only(graph, set(g.members), constant)
+        ):
+            g.outlined = False
+            g.why_not_outlined = CONSTANT_INPUTS
     groups = [part for g in groups for part in split.get(g.name, [g])]
     leave_feeders_to_iree(graph, groups)
     return groups, plan.log
@@ -707,6 +715,39 @@ def folded_by_iree(graph: FuncGraph, members: set[int]) -> bool:
     if all(graph.nodes[i].shape == [] for i in graph.outputs_of(members)):
         return True
     return all(graph.nodes[i].name in LAYOUT_OPS for i in members)
+
+
+# An elementwise group whose inputs all come from constants (RoPE's sin/cos
+# tables, an embedding's position ids and their bounds checks): IREE hoists
+# such a region into an initializer and evaluates it when compiling, and its
+# CPU codegen (llvm-cpu, what evaluates it) failed on some of the regions
+# outlined here ("'vector.store' op write affecting operations on global
+# resources are restricted to workgroup distributed contexts": every Hugging
+# Face Flax model's position embedding), a retry each. Left to IREE, which
+# folds them or, past its hoisting limits, forms their dispatch itself.
+CONSTANT_INPUTS = "computed from constants alone: IREE evaluates it when compiling"
+
+# Classes of ops whose value is a constant when their operands are (a
+# gather: JAX's bounds checks read a table's shape that way).
+PURE_FROM_CONSTANTS = ("constant", "elementwise", "index", "gather")
+
+
+def computed_from_constants(graph: FuncGraph) -> set[int]:
+    """The nodes whose every value comes from constants, through pure ops
+    (no function argument, no op with regions, no random numbers)."""
+    found: set[int] = set()
+    for n in graph.nodes:
+        pure = n.cls in PURE_FROM_CONSTANTS or n.name == "stablehlo.concatenate"
+        if not pure or "rng" in n.name or (n.op.regions and n.cls != "gather"):
+            continue
+        if all(p in found for p in n.producers):
+            found.add(n.index)
+    return found
+
+
+def reads_constants_only(graph: FuncGraph, members: set[int], constant: set[int]) -> bool:
+    outside = [p for i in members for p in graph.nodes[i].producers if p not in members]
+    return all(p in constant for p in outside)
 
 
 # Ops that only lay a constant out anew.
