@@ -375,6 +375,36 @@ def test_a_bool_mask_broadcast_to_a_higher_rank_is_fused_into_the_root():
     np.testing.assert_array_equal(module.main(m, x), want)
 
 
+def test_two_row_masks_of_lower_rank_are_refused_by_name_on_spirv():
+    """jnp.take's fill mode selects each gathered row by a bool [S] mask;
+    two embeddings added give a root of 4 inputs with two rank-1 masks.
+    IREE's greedy fusion folds a mask into a root of at most 3 operands, so
+    on SPIR-V the rank-1 trunci stayed beside the rank-2 root and the kernel
+    failed in phase 2 (GPT-2's embeddings, found by a sweep of Hugging Face
+    Flax models). The chooser refuses it there by name; CUDA keeps it."""
+    text = """func.func @main(%m1: tensor<32xi1>, %a: tensor<32x48xf32>, %m2: tensor<32xi1>, %b: tensor<32x48xf32>) -> tensor<32x48xf32> {
+  %nan = stablehlo.constant dense<0x7FC00000> : tensor<32x48xf32>
+  %b1 = stablehlo.broadcast_in_dim %m1, dims = [0] : (tensor<32xi1>) -> tensor<32x48xi1>
+  %b2 = stablehlo.broadcast_in_dim %m2, dims = [0] : (tensor<32xi1>) -> tensor<32x48xi1>
+  %s1 = stablehlo.select %b1, %a, %nan : tensor<32x48xi1>, tensor<32x48xf32>
+  %s2 = stablehlo.select %b2, %b, %nan : tensor<32x48xi1>, tensor<32x48xf32>
+  %r = stablehlo.add %s1, %s2 : tensor<32x48xf32>
+  return %r : tensor<32x48xf32>
+}
+"""
+    result = tilefuse.compile_program(text, "vulkan", strict=True)
+    (report,) = result.reports
+    assert report.status == "fallback" and "greedy fusion" in report.reason, report.line()
+    (cuda,) = tilefuse.compile_program(text, "cuda", strict=True).reports
+    assert (cuda.strategy, cuda.status) == ("loop", "applied"), cuda.line()
+    rng = np.random.default_rng(2)
+    m1, m2 = rng.random(32) > 0.2, rng.random(32) > 0.2
+    a, b = (rng.standard_normal((32, 48)).astype(np.float32) for _ in range(2))
+    want = np.where(m1[:, None], a, np.nan) + np.where(m2[:, None], b, np.nan)
+    got = tilefuse.CompiledModule(result.vmfb, "vulkan").main(m1, a, m2, b)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_causal_mask_stored_as_bools_keeps_the_loop_kernel():
     """A mask built from iotas alone and returned (stored as i8): step
     "tensor_arith" fuses the mask's generic into the widening to i8, and the

@@ -100,7 +100,32 @@ def _check(d: Dispatch) -> str | None:
     return None
 
 
+def _broadcast_arith_refusal(d: Dispatch, target: Target) -> str | None:
+    """Step "tensor_arith" folds an arith producer of lower rank than the
+    root into it (one vectorization cannot take a rank-1 op in a rank-2
+    tile), but IREE's greedy fusion stops at 3 operands: on SPIR-V the
+    kernel then failed in phase 2 (two bool masks of [S] selecting [S, D]
+    rows: jnp.take's fill mode, in every Hugging Face Flax embedding). CUDA
+    compiles such a kernel."""
+    if target.backend == "cuda" or len(d.inputs) <= GREEDY_FUSION_OPERANDS:
+        return None
+    for producer, root_map in zip(d.input_producers, d.root_maps):
+        if (
+            producer
+            and producer.startswith("arith.")
+            and len(root_map.results) < len(d.loop_ranges)
+        ):
+            return (
+                f"{producer} of lower rank broadcast into a root of {len(d.inputs)} inputs: "
+                f"IREE's greedy fusion folds it only into roots of at most {GREEDY_FUSION_OPERANDS}"
+            )
+    return None
+
+
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+# transform.apply_patterns.iree.linalg_elementwise_greedy_fusion fuses a
+# producer only if the fused op reads at most this many operands.
+GREEDY_FUSION_OPERANDS = 3
 
 
 def _computes_a_producer(d: Dispatch) -> bool:
@@ -126,7 +151,7 @@ REDUCING_PRODUCERS = ("linalg.softmax", "linalg.reduce")
 
 
 def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
-    why_not = _check(d)
+    why_not = _check(d) or _broadcast_arith_refusal(d, target)
     if why_not:
         return None, why_not
     # The fused producers' loads count too: a bf16 compare's i1 result is
