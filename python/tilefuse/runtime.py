@@ -206,9 +206,9 @@ class Function:
         """Check the arguments and copy them to the device once, for repeated calls."""
         device = self.module._config.device
         arrays = self.check_args(args)
+        device_args = [_device_arg(device, a, s) for a, s in zip(arrays, self.arg_specs)]
         return [
-            rt.asdevicearray(device, a) if s.dtype not in PACKED else _device_arg(device, a, s)
-            for a, s in zip(arrays, self.arg_specs)
+            rt.asdevicearray(device, a) if isinstance(a, np.ndarray) else a for a in device_args
         ]
 
     def invoke(self, device_args: list):
