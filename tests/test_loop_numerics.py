@@ -452,3 +452,34 @@ def test_a_piece_written_at_an_unaligned_offset_keeps_its_place():
     x = np.arange(6, dtype=np.float32)
     y = np.linspace(0, 1, 12, dtype=np.float32)
     np.testing.assert_allclose(module.main(x, y), np.concatenate([x, np.exp(y)]), rtol=1e-6)
+
+
+def test_a_value_viewed_with_a_unit_dim_between_ops_keeps_the_loop_kernel():
+    """[2, 16] viewed as [2, 16, 1], multiplied there and viewed back, in one
+    group (jax.grad of a layernorm in BERT's backward pass): the view sat
+    between two computed values, where fold_reshapes did not look, and the
+    loop kernel refused the dispatch ("only direct producers are fused"),
+    which cost a retry and IREE's formation of the group (two dispatches).
+    The unit dims are now folded away first; the group is one loop kernel."""
+    text = """func.func @main(%a: tensor<8x64xf32>, %b: tensor<8x64xf32>, %c: tensor<8x64xf32>, %d: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  %a1 = stablehlo.broadcast_in_dim %a, dims = [0, 1] : (tensor<8x64xf32>) -> tensor<8x64x1xf32>
+  %b1 = stablehlo.reshape %b : (tensor<8x64xf32>) -> tensor<8x64x1xf32>
+  %p = stablehlo.multiply %b1, %a1 : tensor<8x64x1xf32>
+  %q = stablehlo.reshape %p : (tensor<8x64x1xf32>) -> tensor<8x64xf32>
+  %r = stablehlo.multiply %q, %c : tensor<8x64xf32>
+  %n = stablehlo.negate %r : tensor<8x64xf32>
+  %s = stablehlo.multiply %n, %d : tensor<8x64xf32>
+  %k = stablehlo.constant dense<48.0> : tensor<8x64xf32>
+  %t = stablehlo.divide %r, %k : tensor<8x64xf32>
+  return %s, %t : tensor<8x64xf32>, tensor<8x64xf32>
+}
+"""
+    for target in ("vulkan", "cuda"):
+        result = tilefuse.compile_program(text, target, strict=True)
+        # One dispatch: without the fold, IREE's formation made two.
+        assert [(r.strategy, r.status) for r in result.reports] == [("loop", "applied")]
+    module = tilefuse.compile(text, target="vulkan")
+    a, b, c, d = np.random.default_rng(2).standard_normal((4, 8, 64)).astype(np.float32)
+    s, t = module.main(a, b, c, d)
+    np.testing.assert_allclose(s, -(b * a * c) * d, rtol=1e-6)
+    np.testing.assert_allclose(t, b * a * c / np.float32(48), rtol=1e-6)

@@ -19,11 +19,22 @@ view back), that pass alone leaves it, and the dispatch stayed on IREE's
 codegen ("root op is tensor.collapse_shape"). Then the stage tries again
 with IREE's `iree-codegen-propagate-reshapes-by-expansion` first, which
 moves the view through the elementwise ops to the load, where it folds.
+
+A reshape between computed values and no binding's (a group's value viewed
+with a unit dim, [2, 16] as [2, 16, 1], multiplied there and viewed back:
+jax.grad of a layernorm) was not tried at all, and the loop kernel refused
+the dispatch ("only direct producers are fused"). For such a dispatch whose
+ops are all parallel, MLIR's `linalg-fold-unit-extent-dims` is tried first:
+it drops the unit dims, the views then cancel or reach the loads, where they
+fold. Expansion alone would also remove them, but leaves every op on
+[2, 16, 1], whose innermost dim of 1 the loop kernel cannot vectorize. Not
+where the dispatch reduces: hlo/scalars.py views a scalar's reduction as a
+[1, N] row on purpose.
 """
 
 from iree.compiler import ir, passmanager
 
-from ..irutil import symbol_name, walk
+from ..irutil import iterator_types, symbol_name, walk
 from . import rewrite_sources
 from .read import LOAD, STORE, defining_op_name
 
@@ -33,6 +44,9 @@ PIPELINES = (
     f"func.func({FOLD})",
     f"func.func(iree-codegen-propagate-reshapes-by-expansion, {FOLD})",
 )
+# Tried first on an all-parallel dispatch with a reshape between computed values.
+UNIT_DIMS = f"func.func(linalg-fold-unit-extent-dims, canonicalize, \
+iree-codegen-propagate-reshapes-by-expansion, {FOLD})"
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
@@ -45,6 +59,35 @@ def _binding_reshapes(func: ir.Operation) -> int:
         op.name == STORE and defining_op_name(op.operands[0]) in RESHAPES for op in walk(func)
     )
     return sum(of_load) + sum(stored)
+
+
+def _computed_reshapes(func: ir.Operation) -> int:
+    """Reshapes in `func` of a value computed there (not of a load)."""
+    return sum(
+        op.name in RESHAPES and defining_op_name(op.operands[0]) not in (LOAD, None)
+        for op in walk(func)
+    )
+
+
+# linalg ops without an iterator_types attribute that reduce nothing.
+PARALLEL_NAMED = (
+    "linalg.yield",
+    "linalg.index",
+    "linalg.fill",
+    "linalg.transpose",
+    "linalg.broadcast",
+    "linalg.copy",
+)
+
+
+def _all_parallel(func: ir.Operation) -> bool:
+    """No linalg op of `func` reduces (a named contraction counts as one)."""
+    for op in walk(func):
+        if not op.name.startswith("linalg.") or op.name in PARALLEL_NAMED:
+            continue
+        if "iterator_types" not in op.attributes or "reduction" in iterator_types(op):
+            return False
+    return True
 
 
 def fold_binding_reshapes(sources: str) -> tuple[str, list[str]]:
@@ -63,10 +106,15 @@ def fold_reshapes_in(module: ir.Module) -> tuple[bool, list[str]]:
     ]
     for func in funcs:
         before = _binding_reshapes(func)
-        if not before:
+        computed = _computed_reshapes(func)
+        pipelines = PIPELINES if before else ()
+        if computed and _all_parallel(func):
+            pipelines = (UNIT_DIMS, *pipelines)
+        if not pipelines:
             continue
+        before += computed
         name = symbol_name(func)
-        for pipeline in PIPELINES:
+        for pipeline in pipelines:
             # On a copy: where a reshape is left anywhere in the function (a
             # split-K sum's loads folded, a collapse_shape moved between its
             # ops instead), the original stays, which the loop kernel reads

@@ -693,6 +693,14 @@ def read_dispatches(sources_text: str) -> list[Dispatch]:
     return found
 
 
+def dispatch_site_locations(sources_text: str) -> list[str]:
+    """The location of each dispatch the host program issues. IREE shares
+    one executable between identical dispatches, and the executable carries
+    one of their locations; a site keeps its own region's."""
+    module = ir.Module.parse(sources_text, context(unregistered=True))
+    return [str(op.location) for op in walk(module.operation) if op.name == "stream.cmd.dispatch"]
+
+
 def dispatch_sites(sources_text: str) -> int:
     """How many dispatches the host program issues (its stream.cmd.dispatch
     ops): what one call launches, loops aside."""

@@ -18,6 +18,7 @@ The rewrites that run before planning are hlo/'s.
     dump.py     ByteIR-style outlined functions, Graphviz picture
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from iree.compiler import ir
@@ -180,7 +181,7 @@ def _group_in_location(location: str) -> str | None:
     return rest.split('"', 1)[0] if sep else None
 
 
-def attach_groups(plan: FusionPlan, dispatches: list) -> None:
+def attach_groups(plan: FusionPlan, dispatches: list, site_locations: Iterable[str] = ()) -> None:
     """Check IREE made exactly one dispatch per outlined group; record each
     dispatch's group. Phase 1 prints locations, and a dispatch carries the
     location of the region it came from (outline.py names it after the group).
@@ -189,6 +190,11 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
     Dispatches from no region are IREE's own: ops left to IREE (plan.log says
     why) and what IREE adds itself (splats of i64 constants, control flow,
     scatter, builtin dispatches); they keep group_name None.
+    A group none of `dispatches` names is still matched where a dispatch
+    site (`site_locations`) names it: IREE gave its dispatch the executable
+    of an identical one, formed from another group or by IREE itself (a
+    gradient's attention matmul, whose transposed operands IREE folded,
+    equal to the forward pass's).
     """
     groups = {g.name: g for g in plan.outlined()}
     matched: dict[str, str] = {}
@@ -217,6 +223,10 @@ def attach_groups(plan: FusionPlan, dispatches: list) -> None:
         matched.setdefault(name, d.name)
         if not (hoisted or copy):
             in_program.add(name)
+    for location in site_locations:
+        name = _group_in_location(location)
+        if name in groups:
+            matched.setdefault(name, "")
     signatures = {groups[n].signature for n in matched}
     missing = [n for n, g in groups.items() if n not in matched and g.signature not in signatures]
     if missing:

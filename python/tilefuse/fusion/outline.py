@@ -10,6 +10,13 @@ Constants: a splat constant read by a group is cloned into the group's region
 (it costs nothing there and IREE would clone it in anyway); other constants
 stay outside, where IREE turns them into constant buffers the dispatch reads.
 
+Reshapes of inputs: a member that only reshapes a value from outside the
+group and is read outside too is cloned outside for those readers, so the
+region does not return it. Returned, IREE ties the result to the region's
+operand (a readwrite binding loaded and stored back unchanged), which no
+tilefuse kernel takes: jax.grad of a BERT had twenty such groups, each
+costing a retry, until retries ran out and the whole plan was dropped.
+
 Unsigned results: IREE's StableHLO conversion makes every integer signless
 but leaves a region's result types alone, and then refuses the region
 ("failed to legalize operation 'flow.dispatch.region'"). So a region yields
@@ -142,10 +149,42 @@ def merge_twins(graph: FuncGraph, group: Group) -> int:
     return merged
 
 
+def reshapes_outside(graph: FuncGraph, group: Group, before: ir.Operation) -> int:
+    """Give the readers outside the group of each member reshape of a value
+    from outside (directly or through member reshapes) a clone of it placed
+    before `before`; the count of reshapes cloned."""
+    nodes = graph.nodes
+    member_ops = {nodes[i].op for i in group.members}
+    outside: dict[int, ir.Value] = {}  # member index -> its value, computed outside
+    for i in group.members:
+        node = nodes[i]
+        if node.name != "stablehlo.reshape":
+            continue
+        p = node.producers[0]
+        if p in group.members and p not in outside:
+            continue
+        readers_outside = [u for u in node.op.results[0].uses if user_op(u) not in member_ops]
+        clone = node.op.clone(ir.InsertionPoint(before))
+        if p in outside:
+            clone.operands[0] = outside[p]
+        outside[i] = clone.results[0]
+        if readers_outside:
+            users_inside = [nodes[j].op for j in group.members]
+            node.op.results[0].replace_all_uses_except(clone.results[0], users_inside)
+    kept = 0
+    for value in reversed(list(outside.values())):  # readers before what they read
+        if list(value.uses):
+            kept += 1
+        else:  # no reader outside needed this clone
+            defining_op(value).erase()
+    return kept
+
+
 def _region(graph: FuncGraph, group: Group, before: ir.Operation) -> ir.Operation:
     nodes = graph.nodes
     members = set(group.members)
     merge_twins(graph, group)
+    reshapes_outside(graph, group, before)
     member_ops = {nodes[i].op for i in members}
     # Read outside the group (the function's return included), by the uses
     # as they are now: merge_twins moved some.
