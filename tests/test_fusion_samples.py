@@ -162,5 +162,7 @@ def test_a_group_sharing_another_dispatchs_executable_is_matched(root):
     (group,) = result.fusion.outlined()
     site = f'loc(callsite("{LOC_PREFIX}{group.name}"("x.mlir":3:8) at "x.mlir":1:1))'
     attach_groups(result.fusion, [], [site, 'loc("x.mlir":7:2)'])
-    with pytest.raises(tilefuse.TilefuseError, match="IREE formed 0 dispatches for 1 fusion groups"):
+    with pytest.raises(
+        tilefuse.TilefuseError, match="IREE formed 0 dispatches for 1 fusion groups"
+    ):
         attach_groups(result.fusion, [], ['loc("x.mlir":7:2)'])
