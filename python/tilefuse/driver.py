@@ -779,6 +779,13 @@ def formation_refusal(fused: "Compilation", own: "Compilation") -> str | None:
     )
     if own_sites >= plan_sites - (fused.plan.split_steps if fused.plan else 0):
         return None
+    # IREE's formation put a reduction and an op reading its result across
+    # rows in one dispatch, which IREE's SPIR-V codegen computes wrong and no
+    # tilefuse kernel is checked on (row_warp took one, failed in phase 3,
+    # and IREE's codegen ran it: x.sum(1)[None, :] + y came out wrong). The
+    # plan keeps them apart; on CUDA too, where nothing has measured it.
+    if any(d.transposed_reduction_read for d in own.dispatches):
+        return None
     plan_default, own_default = _on_iree_codegen(fused), _on_iree_codegen(own)
     if own_default > plan_default:
         return None
@@ -790,6 +797,25 @@ def formation_refusal(fused: "Compilation", own: "Compilation") -> str | None:
 
 def _on_iree_codegen(c: "Compilation") -> int:
     return sum(1 for d in c.choices if not d.strategy or d.dispatch.name in c.failures)
+
+
+def known_wrong_on_iree_codegen(c: "Compilation") -> list[str]:
+    """A WARNING per dispatch left to IREE's codegen that IREE 3.13 is known
+    to compute wrong there: on SPIR-V, a reduction's result read transposed
+    in the same dispatch (docs/findings.md, 'A reduction read transposed in
+    its own dispatch'). tilefuse's own plan never forms one (a transpose is
+    a group of its own); IREE's formation does, under --no-fusion or for
+    what the plan leaves to it."""
+    if c.target.backend != "spirv":
+        return []
+    return [
+        f"WARNING: {d.dispatch.name} is on IREE's default codegen, which computes it wrong "
+        f"on SPIR-V ({d.dispatch.transposed_reduction_read}; docs/findings.md, "
+        "'A reduction read transposed in its own dispatch')"
+        for d in c.choices
+        if (not d.strategy or d.dispatch.name in c.failures)
+        and d.dispatch.transposed_reduction_read
+    ]
 
 
 def _describe(error: Exception) -> str:
@@ -962,6 +988,7 @@ def advance(c: Compilation, first: str, last: str) -> None:
 
 def run_stages(c: Compilation, first: str = STAGES[0][0]) -> CompileResult:
     advance(c, first, STAGES[-1][0])
+    c.notes += known_wrong_on_iree_codegen(c)
     result = CompileResult(
         c.vmfb,
         c.target,

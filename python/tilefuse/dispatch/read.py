@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
+from ..fusion.graph import value_key
 from ..fusion.indexing import IndexingMap, stride
 from ..irutil import context, defining_op, iterator_types, symbol_name, walk
 
@@ -165,6 +166,10 @@ class Dispatch:
     # StableHLO's integer power is a loop over the exponent's bits), None if
     # none: IREE's vectorizer does not take such a body, so no kernel does.
     body_loop: str | None = None
+    # A value computed from a reduction in this dispatch and read by a later
+    # op through a permutation that moves the innermost dim (what read, how):
+    # IREE 3.13's SPIR-V codegen computes such a dispatch wrong.
+    transposed_reduction_read: str | None = None
     # The root is elementwise on one reduction's result (an epilogue: a
     # mean's division): that reduction, described as if it were the root
     # (its `epilogue_operand`: the root's input it produces); else None.
@@ -347,6 +352,7 @@ def _analyse(func, executable: str) -> Dispatch:
     d.loaded = [_operand(op.results[0]) for op in top if op.name == LOAD]
     d.complex_type = _complex_type(func)
     d.body_loop = _body_loop(func)
+    d.transposed_reduction_read = _transposed_reduction_read(work)
     d.offset_alignment = _offset_alignment(top)
     contraction_ops = [(op, c) for op in top if (c := _contraction(op)) is not None]
     d.contractions = [c for _, c in contraction_ops]
@@ -501,6 +507,34 @@ def _body_loop(func) -> str | None:
             for inner in walk(op):
                 if len(inner.regions):
                     return inner.name
+    return None
+
+
+def _transposed_reduction_read(work: list[ir.Operation]) -> str | None:
+    """The first read of a value computed from a reduction of the same
+    dispatch through a map that is not row-aligned: one whose results are
+    not the op's outer loops in order, so that the reduction's rows meet
+    the op's inner loops (a softmax read transposed by the head mask's
+    multiply; row sums broadcast along columns; a column sum dividing its
+    columns). IREE tiles such a dispatch by the reduction's rows, and the
+    read needs other rows' results."""
+    reduced: set = set()  # the values a reduction's result flows into
+    for op in work:
+        if not op.name.startswith("linalg."):
+            continue
+        reads = [value_key(v) in reduced for v in op.operands]
+        if op.name == "linalg.generic" and "indexing_maps" in op.attributes:
+            maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+            for read, amap in zip(reads, maps):
+                dims = [_cast(ir.AffineDimExpr, e) for e in amap.results]
+                aligned = [d.position if d else None for d in dims] == list(range(len(dims)))
+                if read and not aligned:
+                    return f"{op.name} reads a reduction's result through {amap}"
+        reduces = op.name == "linalg.softmax" or (
+            "iterator_types" in op.attributes and "reduction" in iterator_types(op)
+        )
+        if reduces or any(reads):
+            reduced.update(value_key(r) for r in op.results)
     return None
 
 

@@ -97,6 +97,14 @@ def choose(dispatch: Dispatch, target: Target, user: tuple[Strategy, ...] = ()) 
             " emulates packed sub-byte stores"
         )
         return Choice(dispatch, None, reason=why)
+    if dispatch.transposed_reduction_read:
+        # Only IREE's formation makes one (the plan keeps a reduction and a
+        # read across its rows in separate groups); no kernel is built for it.
+        why = (
+            f"{dispatch.transposed_reduction_read}, across the rows it reduced: "
+            "no tilefuse kernel reads a reduction's result so in its own dispatch"
+        )
+        return Choice(dispatch, None, reason=why)
     return _switched_off_fallback(_first(dispatch, target, STRATEGIES), target)
 
 
