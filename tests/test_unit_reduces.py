@@ -122,3 +122,43 @@ def test_argmax_and_argmin_of_one_row_run_as_two_softmax_kernels():
     hi, lo = module.main(x)
     np.testing.assert_array_equal(hi, np.argmax(x, axis=1))
     np.testing.assert_array_equal(lo, np.argmin(x, axis=1))
+
+
+# jnp.take's bounds check: `all` over the index vector's one dim, and an
+# `or` from false; an `and` from false (not its identity) stays a reduce.
+BOOLEAN = """func.func @main(%i: tensor<2x16x1xi32>, %n: tensor<2x16x1xi32>)
+    -> (tensor<2x16xi1>, tensor<2x16xi1>, tensor<2x16xi1>) {
+  %zero = stablehlo.constant dense<0> : tensor<2x16x1xi32>
+  %ge = stablehlo.compare GE, %i, %zero, SIGNED : (tensor<2x16x1xi32>, tensor<2x16x1xi32>) -> tensor<2x16x1xi1>
+  %lt = stablehlo.compare LT, %i, %n, SIGNED : (tensor<2x16x1xi32>, tensor<2x16x1xi32>) -> tensor<2x16x1xi1>
+  %in = stablehlo.and %ge, %lt : tensor<2x16x1xi1>
+  %true = stablehlo.constant dense<true> : tensor<i1>
+  %false = stablehlo.constant dense<false> : tensor<i1>
+  %all = stablehlo.reduce(%in init: %true) applies stablehlo.and across dimensions = [2]
+      : (tensor<2x16x1xi1>, tensor<i1>) -> tensor<2x16xi1>
+  %any = stablehlo.reduce(%in init: %false) applies stablehlo.or across dimensions = [2]
+      : (tensor<2x16x1xi1>, tensor<i1>) -> tensor<2x16xi1>
+  %none = stablehlo.reduce(%in init: %false) applies stablehlo.and across dimensions = [2]
+      : (tensor<2x16x1xi1>, tensor<i1>) -> tensor<2x16xi1>
+  return %all, %any, %none : tensor<2x16xi1>, tensor<2x16xi1>, tensor<2x16xi1>
+}
+"""
+
+
+def test_boolean_unit_reduces_become_reshapes():
+    """Each was a group no kernel takes (T5: a retry and a dispatch of its
+    own per embedding lookup); as reshapes they fold into their readers."""
+    module = ir.Module.parse(BOOLEAN, ir.Context())
+    log = unit_reduces.rewrite_function(module.body.operations[0].operation)
+    assert [line.split("-reduction")[0] for line in log] == ["and", "or"], log
+    assert str(module).count("stablehlo.reduce") == 1
+    result = tilefuse.compile_program(BOOLEAN, "vulkan")
+    module = tilefuse.CompiledModule(result.vmfb, "vulkan", result.reports)
+    rng = np.random.default_rng(5)
+    i = rng.integers(-3, 20, (2, 16, 1)).astype(np.int32)
+    n = np.full((2, 16, 1), 16, np.int32)
+    inside = ((i >= 0) & (i < n))[..., 0]
+    got_all, got_any, got_none = module.main(i, n)
+    np.testing.assert_array_equal(got_all, inside)
+    np.testing.assert_array_equal(got_any, inside)
+    np.testing.assert_array_equal(got_none, np.zeros_like(inside))

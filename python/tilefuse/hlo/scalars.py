@@ -77,7 +77,7 @@ def _identity(body: str, element: str):
     return value
 
 
-def _applies_to_arguments(op: ir.Operation, block: ir.Block) -> bool:
+def applies_to_arguments(op: ir.Operation, block: ir.Block) -> bool:
     """`op` combines the body's two arguments (in either order)."""
     a, b = block.arguments
     operands = list(op.operands)
@@ -115,7 +115,7 @@ def identity_body(op: ir.Operation) -> tuple[str | None, str]:
     if (
         len(body) != 2
         or body[0].name not in IDENTITIES
-        or not _applies_to_arguments(body[0], block)
+        or not applies_to_arguments(body[0], block)
         or body[1].operands[0] != body[0].results[0]
     ):
         return "its body is not one add, multiply, maximum, minimum, and or or", ""

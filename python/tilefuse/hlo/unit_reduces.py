@@ -14,15 +14,22 @@ it into the loads of whatever reads it).
 
 Only a one-operand reduce whose body is one add, multiply, maximum, minimum,
 and or or of its two arguments, with that op's identity as init, is
-rewritten (scalars.identity_body decides); any other is left as it is.
+rewritten (scalars.identity_body decides), and an and / or of booleans (i1)
+from true / false: jnp.take's bounds check is an `all` over the index
+vector's one dim, which was a group no kernel takes and a dispatch of its
+own in each embedding lookup (T5: three, and the loop groups beside them);
+any other is left as it is.
 """
 
 from iree.compiler import ir
 
 from ..frontend import location_text
-from .argminmax import function_reduces
+from .argminmax import function_reduces, splat_value
 from .ops import replace_by_reshape, shape_of
-from .scalars import identity_body
+from .scalars import applies_to_arguments, identity_body
+
+# The identity of each boolean combiner, as splat_value reads an i1 splat.
+BOOLEAN_IDENTITIES = {"stablehlo.and": (1, -1), "stablehlo.or": (0,)}
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:
@@ -36,9 +43,26 @@ def rewrite_function(func: ir.Operation) -> list[str]:
             continue
         why, body = identity_body(op)
         if why:
+            body = _boolean_body(op)
+        if why and body is None:
             continue
         where = location_text(op.location)
         replace_by_reshape(op)
         name = body.removeprefix("stablehlo.")
         log.append(f"{name}-reduction at {where} over dims of extent 1 rewritten as a reshape")
     return log
+
+
+def _boolean_body(op: ir.Operation) -> str | None:
+    """The body op of `op`, a one-operand reduce of booleans whose body is
+    one and / or of its two arguments from that op's identity, else None."""
+    x, init = op.operands
+    if str(ir.ShapedType(x.type).element_type) != "i1":
+        return None
+    block = op.regions[0].blocks[0]
+    body = [o.operation for o in block.operations]
+    if len(body) != 2 or body[0].name not in BOOLEAN_IDENTITIES:
+        return None
+    if not applies_to_arguments(body[0], block) or body[1].operands[0] != body[0].results[0]:
+        return None
+    return body[0].name if splat_value(init) in BOOLEAN_IDENTITIES[body[0].name] else None
