@@ -100,7 +100,7 @@ def test_wrong_kernel_is_withdrawn(monkeypatch):
 
 
 def test_failing_fusion_stage_falls_back_to_iree_dispatches(monkeypatch, tmp_path):
-    def planner_bug(plan, dispatches):
+    def planner_bug(plan, dispatches, sites=()):
         raise KeyError("made on purpose")
 
     monkeypatch.setattr(driver.fusion_pkg, "attach_groups", planner_bug)
@@ -120,8 +120,8 @@ def test_failing_group_alone_is_left_to_iree(monkeypatch, tmp_path):
     other stays fused, and the note names the group and the reason."""
     attach = driver.fusion_pkg.attach_groups
 
-    def reduction_group_fails(plan, dispatches):
-        attach(plan, dispatches)
+    def reduction_group_fails(plan, dispatches, sites=()):
+        attach(plan, dispatches, sites)
         for g in plan.outlined():
             if g.kind == "row-reduction":
                 raise driver.GroupFailed("made on purpose", [g.name])

@@ -27,7 +27,9 @@ the dispatch ("only direct producers are fused"). For such a dispatch whose
 ops are all parallel, MLIR's `linalg-fold-unit-extent-dims` is tried first:
 it drops the unit dims, the views then cancel or reach the loads, where they
 fold. Expansion alone would also remove them, but leaves every op on
-[2, 16, 1], whose innermost dim of 1 the loop kernel cannot vectorize. Not
+[2, 16, 1], whose innermost dim of 1 the loop kernel cannot vectorize. Its
+result is kept only where every op keeps one rank (else a producer of lower
+rank is left beside the root, which the loop kernel fails on). Not
 where the dispatch reduces: hlo/scalars.py views a scalar's reduction as a
 [1, N] row on purpose.
 """
@@ -67,6 +69,16 @@ def _computed_reshapes(func: ir.Operation) -> int:
         op.name in RESHAPES and defining_op_name(op.operands[0]) not in (LOAD, None)
         for op in walk(func)
     )
+
+
+def _one_loop_count(func: ir.Operation) -> bool:
+    """Every linalg.generic of `func` has as many loops as every other.
+    Folding unit dims can leave a producer of lower rank than its reader
+    (a layernorm gradient's per-row [32, 1] term became [32] beside a
+    [32, 128] root), which the loop kernel cannot vectorize (IREE's greedy
+    fusion folds no such producer into a root of more than 3 operands)."""
+    counts = {len(iterator_types(op)) for op in walk(func) if op.name == "linalg.generic"}
+    return len(counts) <= 1
 
 
 # linalg ops without an iterator_types attribute that reduce nothing.
@@ -121,7 +133,9 @@ def fold_reshapes_in(module: ir.Module) -> tuple[bool, list[str]]:
             # as views.
             folded = func.clone(ip=ir.InsertionPoint(func))
             passmanager.PassManager.parse(pipeline, module.context).run(folded)
-            if not any(op.name in RESHAPES for op in walk(folded)):
+            if not any(op.name in RESHAPES for op in walk(folded)) and (
+                pipeline != UNIT_DIMS or _one_loop_count(folded)
+            ):
                 break
             folded.erase()
         else:
