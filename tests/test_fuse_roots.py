@@ -111,3 +111,39 @@ def test_an_mlp_training_step_runs_on_tilefuse_kernels():
     for g, w in zip(got, jax.tree.leaves(jax.jit(step)(*args))):
         w = np.asarray(w)
         assert np.max(np.abs(np.asarray(g) - w)) <= 1e-5 * np.max(np.abs(w)), (g, w)
+
+
+# jnp.take's index wrap and bounds check: the wrapped index (read by the
+# gather) and the mask (read by a select) stored from one group.
+TAKE_BOUNDS = """func.func @main(%i: tensor<2x16xi32>, %n: tensor<i32>) -> (tensor<2x16xi32>, tensor<2x16xi1>) {
+  %zero = stablehlo.constant dense<0> : tensor<2x16xi32>
+  %c96 = stablehlo.constant dense<96> : tensor<2x16xi32>
+  %neg = stablehlo.compare LT, %i, %zero, SIGNED : (tensor<2x16xi32>, tensor<2x16xi32>) -> tensor<2x16xi1>
+  %w = stablehlo.add %i, %c96 : tensor<2x16xi32>
+  %idx = stablehlo.select %neg, %w, %i : tensor<2x16xi1>, tensor<2x16xi32>
+  %ge = stablehlo.compare GE, %idx, %zero, SIGNED : (tensor<2x16xi32>, tensor<2x16xi32>) -> tensor<2x16xi1>
+  %nb = stablehlo.broadcast_in_dim %n, dims = [] : (tensor<i32>) -> tensor<2x16xi32>
+  %le = stablehlo.compare LE, %idx, %nb, SIGNED : (tensor<2x16xi32>, tensor<2x16xi32>) -> tensor<2x16xi1>
+  %m = stablehlo.and %ge, %le : tensor<2x16xi1>
+  return %idx, %m : tensor<2x16xi32>, tensor<2x16xi1>
+}
+"""
+
+
+def test_a_stored_mask_beside_its_index_keeps_the_loop_kernel():
+    """IREE stores the mask as i8 through an arith.extui of the whole
+    tensor beside the generic computing the index: two roots, no kernel
+    took the dispatch, and the group cost a retry and IREE's formation (87
+    times in sweep 17's Hugging Face models). The widening is folded into
+    the generic, which then yields both."""
+    for target in ("vulkan", "cuda"):
+        result = tilefuse.compile_program(TAKE_BOUNDS, target, strict=True)
+        assert [(r.strategy, r.status) for r in result.reports] == [("loop", "applied")]
+        assert not result.notes, result.notes
+    module = tilefuse.compile(TAKE_BOUNDS, target="vulkan")
+    i = np.random.default_rng(6).integers(-100, 100, (2, 16)).astype(np.int32)
+    n = np.array(50, np.int32)
+    idx, mask = module.main(i, n)
+    want = np.where(i < 0, i + 96, i)
+    np.testing.assert_array_equal(idx, want)
+    np.testing.assert_array_equal(mask, (want >= 0) & (want <= n))
