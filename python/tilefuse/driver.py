@@ -213,8 +213,16 @@ def sources_rewrite_stage(sources: Path) -> list[str]:
     bindings (fold_reshapes.py); one line per dispatch each rewrote or left,
     and why."""
     text = sources.read_text()
+    # fuse_roots again after fold_reshapes: a view between a root and its
+    # widening (a [2, 16, 1] mask stored as [2, 16]) hid the root the first time.
     rewritten, log = rewrite_sources(
-        text, own_extracts_in, fuse_broadcasts_in, collapse_in, fuse_roots_in, fold_reshapes_in
+        text,
+        own_extracts_in,
+        fuse_broadcasts_in,
+        collapse_in,
+        fuse_roots_in,
+        fold_reshapes_in,
+        fuse_roots_in,
     )
     if rewritten is not text:
         sources.write_text(rewritten)
