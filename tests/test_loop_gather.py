@@ -163,3 +163,39 @@ def test_take_along_axis_is_the_loop_kernels(target):
     if target == "vulkan":
         out = tilefuse.runtime.CompiledModule(result.vmfb, "vulkan").main(logits, labels)
         np.testing.assert_array_equal(out, logits[np.arange(32), labels] * 2.0)
+
+
+def test_an_embedding_lookup_is_one_dispatch_with_its_index_arithmetic():
+    """jnp.take's index wrap, the gather (left to IREE) and the select of
+    its fill value, read by an RMSNorm and a residual add: as two regions
+    around the gather, the plan issued 5 dispatches against IREE's 3, and
+    IREE's formation was taken instead (T5's embeddings, in every model of
+    sweep 17). The loop groups around the gather are left to IREE, which
+    fuses them with it; the plan is kept, at IREE's count, every dispatch
+    on a tilefuse kernel."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def f(table, ids, w):
+        e = jnp.take(table, ids, axis=0)
+        n = e * jax.lax.rsqrt(jnp.mean(e * e, -1, keepdims=True) + 1e-6)
+        return e + jnp.tanh(n @ w)
+
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((96, 48)).astype(np.float32)
+    ids = rng.integers(-5, 100, (2, 16)).astype(np.int32)  # wrapped and out-of-range too
+    w = (rng.standard_normal((48, 48)) * 0.1).astype(np.float32)
+    text = jax.jit(f).lower(table, ids, w).as_text()
+    result = tilefuse.compile_program(text, "vulkan", statistics=True)
+    assert not [n for n in result.notes if "plan not used" in n], result.notes
+    reasons = {g.why_not_outlined.split(" (")[0] for g in result.fusion.groups["main"]}
+    assert {
+        "reads a gather left to IREE",
+        "computes the indices of a gather left to IREE",
+    } <= reasons
+    plain = tilefuse.compile_program(text, "vulkan", statistics=True, fusion=False)
+    assert result.scheduled_dispatches <= plain.scheduled_dispatches
+    assert [r.status for r in result.reports] == ["applied"] * len(result.reports)
+    got = np.asarray(tilefuse.CompiledModule(result.vmfb, "vulkan").main(table, ids, w))
+    want = np.asarray(jax.jit(f)(table, ids, w))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -602,6 +602,7 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
     outlined group read (none returned), and each loop or transpose group
     that reads a contraction left to IREE and nothing outlined; repeated, as
     a group left to IREE can leave its neighbours touching only IREE's ops."""
+    leave_gather_neighbours_to_iree(graph, groups)
     changed = True
     epilogues: set[int] = set()  # ops of the groups left as a contraction's epilogue
     while changed:
@@ -626,6 +627,49 @@ def leave_feeders_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
                 continue
             g.outlined = False
             changed = True
+
+
+# A gather's index arithmetic and the select of its fill value, around a
+# gather left to IREE: IREE's formation fuses all three into one dispatch;
+# two regions around the gather cost two more (jnp.take in every embedding
+# lookup: T5's encoder and decoder, six dispatches where IREE has two).
+GATHER_INDICES = (
+    "computes the indices of a gather left to IREE (and what reads the gather): IREE fuses them"
+)
+GATHER_EPILOGUE = "reads a gather left to IREE (and its indices' arithmetic): IREE fuses them"
+
+
+def leave_gather_neighbours_to_iree(graph: FuncGraph, groups: list[Group]) -> None:
+    """Leave to IREE, around each gather it forms, the loop groups that read
+    the gather's result (E) and those whose results only such gathers and E
+    read (F), where every outlined group E reads is in F."""
+    outlined = {i for g in groups if g.outlined for i in g.members}
+    gathers = {n.index for n in graph.nodes if n.cls == "gather" and n.index not in outlined}
+    loops = [g for g in groups if g.outlined and g.kind == "loop"]
+
+    def outside(g: Group) -> tuple[set[int], set[int]]:
+        members = set(g.members)
+        producers = {p for i in members for p in graph.nodes[i].producers if p >= 0}
+        users = {u for i in members for u in graph.nodes[i].users}
+        return producers - members, users - members
+
+    readers = [g for g in loops if outside(g)[0] & gathers]
+    feeders = []
+    for g in loops:
+        _, users = outside(g)
+        returned = any(graph.nodes[i].returned for i in g.members)
+        ends = gathers | {i for e in readers for i in e.members}
+        if users & gathers and users <= ends and not returned:
+            feeders.append(g)
+    fed = {i for f in feeders for i in f.members}
+    readers = [e for e in readers if (outside(e)[0] & outlined) <= fed]
+    read = {i for e in readers for i in e.members}
+    feeders = [f for f in feeders if outside(f)[1] <= gathers | read]
+    if not readers:
+        return
+    for g, why in [(e, GATHER_EPILOGUE) for e in readers] + [(f, GATHER_INDICES) for f in feeders]:
+        g.outlined = False
+        g.why_not_outlined = why
 
 
 def _strided_slices(graph: FuncGraph, members: set[int]) -> bool:
