@@ -57,7 +57,7 @@ from .dispatch.fold_reshapes import fold_reshapes_in
 from .dispatch.fuse_broadcasts import fuse_broadcasts_in
 from .dispatch.fuse_roots import fuse_roots_in
 from .dispatch.own_extracts import own_extracts_in
-from .dispatch.read import Dispatch, dispatch_site_locations, dispatch_sites, read_dispatches
+from .dispatch.read import Dispatch, dispatch_sites, read_sources
 from .errors import GroupFailed, GroupsLeftToIree, TilefuseError
 from .frontend import Program, load_program
 from .fusion.blame import blamed_groups
@@ -893,11 +893,10 @@ def set_sources(c: Compilation, sources: Path) -> None:
 def dispatch_stage(c: Compilation) -> None:
     """Rewrite (collapse, fuse roots, fold reshapes) and read the dispatches; tie them to their groups."""
     c.stage_log = sources_rewrite_stage(c.sources) if c.target.is_gpu else []
-    text = c.sources.read_text()
-    c.dispatches = read_dispatches(text)
+    c.dispatches, sites = read_sources(c.sources.read_text())
     if c.plan is not None:
         c.fused.dispatches = c.dispatches
-        fusion_pkg.attach_groups(c.plan, c.dispatches, dispatch_site_locations(text))
+        fusion_pkg.attach_groups(c.plan, c.dispatches, sites)
 
 
 def strategy_stage(c: Compilation) -> None:

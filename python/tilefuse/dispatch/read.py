@@ -714,25 +714,26 @@ def _combiners(root, num_inputs: int) -> list[str | None]:
 
 def read_dispatches(sources_text: str) -> list[Dispatch]:
     """Parse `--compile-to=executable-sources` output into Dispatch records."""
-    ctx = context(unregistered=True)
-    module = ir.Module.parse(sources_text, ctx)
-    found = []
+    return read_sources(sources_text)[0]
+
+
+def read_sources(sources_text: str) -> tuple[list[Dispatch], list[str]]:
+    """The Dispatch records of `--compile-to=executable-sources` output, and
+    the location of each dispatch the host program issues, from one parse.
+    IREE shares one executable between identical dispatches, and the
+    executable carries one of their locations; a site keeps its own region's."""
+    module = ir.Module.parse(sources_text, context(unregistered=True))
+    found, sites = [], []
     for op in walk(module.operation):
+        if op.name == "stream.cmd.dispatch":
+            sites.append(str(op.location))
         if op.name != "hal.executable.variant":
             continue
         executable = symbol_name(op.parent.operation)
         for inner in walk(op):
             if inner.name == "func.func" and inner.parent.operation.name == "builtin.module":
                 found.append(_analyse(inner, executable))
-    return found
-
-
-def dispatch_site_locations(sources_text: str) -> list[str]:
-    """The location of each dispatch the host program issues. IREE shares
-    one executable between identical dispatches, and the executable carries
-    one of their locations; a site keeps its own region's."""
-    module = ir.Module.parse(sources_text, context(unregistered=True))
-    return [str(op.location) for op in walk(module.operation) if op.name == "stream.cmd.dispatch"]
+    return found, sites
 
 
 def dispatch_sites(sources_text: str) -> int:

@@ -77,7 +77,7 @@ def _identity(body: str, element: str):
     return value
 
 
-def applies_to_arguments(op: ir.Operation, block: ir.Block) -> bool:
+def _applies_to_arguments(op: ir.Operation, block: ir.Block) -> bool:
     """`op` combines the body's two arguments (in either order)."""
     a, b = block.arguments
     operands = list(op.operands)
@@ -110,21 +110,25 @@ def identity_body(op: ir.Operation) -> tuple[str | None, str]:
     element = str(ir.ShapedType(x.type).element_type)
     if element not in FLOAT_TYPES and element not in INT_TYPES:
         return f"{element} values", ""
+    combiner = single_combiner(op)
+    if combiner is None or combiner.name not in IDENTITIES:
+        return "its body is not one add, multiply, maximum, minimum, and or or", ""
+    identity = _identity(combiner.name, element)
+    if identity is None:
+        return f"{combiner.name} of {element} values", ""
+    if splat_value(init) != identity:
+        return f"its init is not the identity of {combiner.name} ({identity})", ""
+    return None, combiner.name
+
+
+def single_combiner(op: ir.Operation) -> ir.Operation | None:
+    """The one op of a one-operand reduce's body, if the body applies it to
+    its two arguments and yields its result; else None."""
     block = op.regions[0].blocks[0]
     body = [o.operation for o in block.operations]
-    if (
-        len(body) != 2
-        or body[0].name not in IDENTITIES
-        or not applies_to_arguments(body[0], block)
-        or body[1].operands[0] != body[0].results[0]
-    ):
-        return "its body is not one add, multiply, maximum, minimum, and or or", ""
-    identity = _identity(body[0].name, element)
-    if identity is None:
-        return f"{body[0].name} of {element} values", ""
-    if splat_value(init) != identity:
-        return f"its init is not the identity of {body[0].name} ({identity})", ""
-    return None, body[0].name
+    if len(body) != 2 or not _applies_to_arguments(body[0], block):
+        return None
+    return body[0] if body[1].operands[0] == body[0].results[0] else None
 
 
 def _closest(lengths: list[int]) -> int:

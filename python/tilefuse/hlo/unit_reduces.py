@@ -26,7 +26,7 @@ from iree.compiler import ir
 from ..frontend import location_text
 from .argminmax import function_reduces, splat_value
 from .ops import replace_by_reshape, shape_of
-from .scalars import applies_to_arguments, identity_body
+from .scalars import identity_body, single_combiner
 
 # The identity of each boolean combiner, as splat_value reads an i1 splat.
 BOOLEAN_IDENTITIES = {"stablehlo.and": (1, -1), "stablehlo.or": (0,)}
@@ -59,10 +59,7 @@ def _boolean_body(op: ir.Operation) -> str | None:
     x, init = op.operands
     if str(ir.ShapedType(x.type).element_type) != "i1":
         return None
-    block = op.regions[0].blocks[0]
-    body = [o.operation for o in block.operations]
-    if len(body) != 2 or body[0].name not in BOOLEAN_IDENTITIES:
+    combiner = single_combiner(op)
+    if combiner is None or combiner.name not in BOOLEAN_IDENTITIES:
         return None
-    if not applies_to_arguments(body[0], block) or body[1].operands[0] != body[0].results[0]:
-        return None
-    return body[0].name if splat_value(init) in BOOLEAN_IDENTITIES[body[0].name] else None
+    return combiner.name if splat_value(init) in BOOLEAN_IDENTITIES[combiner.name] else None
