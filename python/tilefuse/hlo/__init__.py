@@ -21,6 +21,9 @@
     unit_transposes.py transposes that move only extent-1 dims as reshapes; a reshape
                   dropping extent-1 dims moved before its transpose
     negated_sums.py sums of negated values (JAX's gradients) as negated sums
+    interleaved_reduces.py reductions over runs of dims with kept dims between them
+                  (GroupNorm over NHWC) one run at a time (SPIR-V computes them wrong
+                  where their result is read back over the rows; no kernel takes them)
     wide_accumulators.py f16 and bf16 contractions accumulating in f32, as XLA's do
     matrix_vectors.py matrix-vector products read the matrix as stored (decode's
                   x @ W.T as a row reduction, q @ k^T without copying k)
@@ -54,6 +57,7 @@ from . import (
     fold_scalars,
     grouped_convs,
     index_broadcasts,
+    interleaved_reduces,
     matrix_vectors,
     minmax,
     mixed_convs,
@@ -134,6 +138,13 @@ FUNCTION_REWRITES = (
         "unit_transposes", lambda t: True, _any_target(unit_transposes.rewrite_function)
     ),
     FunctionRewrite("negated_sums", lambda t: True, _any_target(negated_sums.rewrite_function)),
+    FunctionRewrite(
+        "interleaved_reduces",
+        lambda t: t.is_gpu,
+        _any_target(interleaved_reduces.rewrite_function),
+        splits=True,
+        corrects=True,
+    ),
     FunctionRewrite(
         "wide_accumulators", lambda t: True, _any_target(wide_accumulators.rewrite_function)
     ),
