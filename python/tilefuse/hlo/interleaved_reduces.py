@@ -37,7 +37,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .argminmax import function_reduces, splice, tensor_text
-from .ops import mark_split_steps, shape_of
+from .ops import mark_split_steps, node_class, shape_of
 from .scalars import hoist_view, identity_body
 
 
@@ -109,6 +109,29 @@ def _template(op: ir.Operation, steps: list[tuple[list[int], int]]) -> str:
     return f"func.func @runs(%x: {x_type}) -> {out} {{\n{text}\n  return %y : {out} {loc}\n}}"
 
 
+def read_back_over_rows(op: ir.Operation) -> bool:
+    """The reduce's result, or an elementwise op or a view of it, is
+    broadcast back over as many elements as the reduce reads (x - mean)."""
+    reduced = math.prod(shape_of(op.results[0].type) or [])
+    size = math.prod(shape_of(op.operands[0].type) or [])
+    values, seen = [op.results[0]], []
+    while values:
+        value = values.pop()
+        for use in value.uses:
+            user = use.owner.operation
+            if user in seen:
+                continue
+            seen.append(user)
+            elements = [math.prod(shape_of(r.type) or []) for r in user.results]
+            if user.name == "stablehlo.broadcast_in_dim" and elements == [size]:
+                return True
+            if elements == [reduced] and (
+                user.name == "stablehlo.reshape" or node_class(user) == "elementwise"
+            ):
+                values.append(user.results[0])
+    return False
+
+
 def rewrite_function(func: ir.Operation) -> list[str]:
     """Rewrite every reduce of `func` over interleaved runs of dims in place;
     one log line per such reduce (rewritten, or why not)."""
@@ -118,6 +141,8 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         dims = sorted(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
         if shape is None or len(reduced_runs(shape, dims)) < 2:
             continue
+        if not read_back_over_rows(op):
+            continue  # IREE's formation computes it right; one dispatch
         where = location_text(op.location)
         why, _ = identity_body(op)
         if why:
