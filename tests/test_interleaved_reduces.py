@@ -65,28 +65,59 @@ def test_group_norm_over_nhwc_is_right_on_tilefuse_kernels():
     assert not [n for n in result.notes if "WARNING" in n], result.notes
 
 
+def _reduce_over_0_and_2(body: str, init: str, read_back: bool) -> str:
+    """x * x reduced over dims 0 and 2 of 3x50x7x40; read back: subtracted
+    from x * x, broadcast over the dims it reduced."""
+    if read_back:
+        result = "tensor<3x50x7x40xf32>"
+        tail = (
+            "  %b = stablehlo.broadcast_in_dim %s, dims = [1, 3] : "
+            "(tensor<50x40xf32>) -> tensor<3x50x7x40xf32>\n"
+            "  %d = stablehlo.subtract %q, %b : tensor<3x50x7x40xf32>\n"
+            "  return %d : tensor<3x50x7x40xf32>"
+        )
+    else:
+        result = "tensor<50x40xf32>"
+        tail = "  return %s : tensor<50x40xf32>"
+    return (
+        f"func.func @main(%x: tensor<3x50x7x40xf32>) -> {result} {{\n"
+        "  %q = stablehlo.multiply %x, %x : tensor<3x50x7x40xf32>\n"
+        f"  %z = stablehlo.constant dense<{init}> : tensor<f32>\n"
+        f"  %s = stablehlo.reduce(%q init: %z) applies stablehlo.{body} across "
+        "dimensions = [0, 2] : (tensor<3x50x7x40xf32>, tensor<f32>) -> tensor<50x40xf32>\n"
+        f"{tail}\n}}"
+    )
+
+
 @pytest.mark.parametrize(
     "body, init, numpy_reduce",
     [("add", "0.0", np.sum), ("maximum", "0xFF800000", np.max)],
 )
-def test_a_reduce_over_dims_0_and_2_is_right(body, init, numpy_reduce):
-    """x * x reduced over dims 0 and 2 of 3x50x7x40, a sum and a max: two
-    steps (dim 2, then dim 0), both on tilefuse kernels; within 1e-5 of
-    float64 numpy."""
-    text = f"""func.func @main(%x: tensor<3x50x7x40xf32>) -> tensor<50x40xf32> {{
-  %q = stablehlo.multiply %x, %x : tensor<3x50x7x40xf32>
-  %z = stablehlo.constant dense<{init}> : tensor<f32>
-  %s = stablehlo.reduce(%q init: %z) applies stablehlo.{body} across dimensions = [0, 2] : (tensor<3x50x7x40xf32>, tensor<f32>) -> tensor<50x40xf32>
-  return %s : tensor<50x40xf32>
-}}"""
+def test_a_reduce_over_dims_0_and_2_read_back_is_right(body, init, numpy_reduce):
+    """x * x - reduce(x * x) over dims 0 and 2 of 3x50x7x40, a sum and a
+    max: the reduce in two steps (dim 2, then dim 0), every dispatch on a
+    tilefuse kernel; within 1e-5 of float64 numpy."""
     x = np.random.default_rng(0).standard_normal((3, 50, 7, 40)).astype(np.float32) + 3
-    want = numpy_reduce(x.astype(np.float64) ** 2, axis=(0, 2))
-    result = tilefuse.compile_program(text, "vulkan")
-    assert [r.status for r in result.reports] == ["applied", "applied"], [
+    q = x.astype(np.float64) ** 2
+    want = q - numpy_reduce(q, axis=(0, 2), keepdims=True)
+    result = tilefuse.compile_program(_reduce_over_0_and_2(body, init, True), "vulkan")
+    assert [r.status for r in result.reports] == ["applied"] * len(result.reports), [
         r.line() for r in result.reports
     ]
+    assert any("rewritten as 2 reduces: dim 2 of [3, 50, 7, 40]" in n for n in result.fusion.log)
     got = CompiledModule(result.vmfb, "vulkan").main(x)
-    assert np.max(np.abs(got - want)) <= 1e-5 * np.max(want)
+    assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(q))
+
+
+def test_a_reduce_over_dims_0_and_2_alone_stays_one_reduce():
+    """Nothing reads it back over its rows: IREE's formation computes it
+    right, in one dispatch, and it is left as it is."""
+    result = tilefuse.compile_program(_reduce_over_0_and_2("add", "0.0", False), "vulkan")
+    assert result.fusion is None or not any("interleaved" in n for n in result.fusion.log)
+    x = np.random.default_rng(0).standard_normal((3, 50, 7, 40)).astype(np.float32) + 3
+    want = (x.astype(np.float64) ** 2).sum((0, 2))
+    got = CompiledModule(result.vmfb, "vulkan").main(x)
+    assert np.max(np.abs(got - want)) <= 1e-6 * np.max(want)
 
 
 def test_group_norm_compiles_for_cuda_on_tilefuse_kernels():
