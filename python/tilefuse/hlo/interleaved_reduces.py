@@ -16,19 +16,21 @@ reduction's result read across the rows it reduced: docs/findings.md, 'A
 reduction read transposed in its own dispatch'; GroupNorm came out 2.56
 wrong, relative, on lavapipe, plain IREE and tilefuse alike).
 
-So such a reduce becomes one reduce per run, each over a single run of
-adjacent dims, which the row kernel (the innermost run) or the column
-kernel (any other) takes:
+So such a reduce, where its result (or an elementwise op or a view of it)
+is broadcast back over what it read, becomes one reduce per run, each over
+a single run of adjacent dims, which the row kernel (a run at the end) or
+the column kernel (any other) takes:
 
-    %p = reduce(%x) over [1, 2]   : 2x64x64x32x10 -> 2x32x10   (column kernel)
-    %m = reduce(%p) over [2]      : 2x32x10 -> 2x32           (row kernel)
+    %p = reduce(view(%x, [2, 4096, 320])) over [1]   -> 2x320   (column kernel)
+    %m = reduce(view(%p, [2, 32, 10])) over [2]      -> 2x32    (row kernel)
 
-The run reducing the most elements goes first, so that the partial result
-written between the steps is as small as it can be. Every step starts from
-the reduce's own init, so the init must be the identity of the body's op
-(scalars.identity_body). A float sum is then added in another order, as any
-split reduction's is. Dims of extent 1 belong to no run (they are neither
-read across nor reduced).
+A reduce nothing reads back is left as it is: IREE's formation computes it
+right, in one dispatch. The run reducing the most elements goes first, so
+that the partial result written between the steps is as small as it can
+be. Every step starts from the reduce's own init, so the init must be the
+identity of the body's op (scalars.identity_body). A float sum is then
+added in another order, as any split reduction's is. Dims of extent 1
+belong to no run (they are neither read across nor reduced).
 """
 
 import math
