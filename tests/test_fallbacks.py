@@ -914,3 +914,27 @@ def test_packed_bool_stores_are_refused_by_name_on_spirv():
     x = np.array([1, -1, 3, 0, 5, 5, -2, 7], np.int8)
     bits = sum(1 << i for i, v in enumerate(x) if v > 0)
     np.testing.assert_array_equal(_module(result).main(x), np.array([bits], np.uint8).view(np.int8))
+
+
+def test_a_dispatch_iree_cannot_compile_fails_without_compiling_again(monkeypatch, tmp_path):
+    """IREE's sort of 16384 keys wants 64 KiB of workgroup memory (lavapipe
+    has 32): its codegen fails on the sort's own dispatch, which no strategy
+    touches, so compiling again without strategies (phase 2 after phase 3,
+    or without each strategy) cannot mend it. Before, each attempt compiled
+    it twice (6 compiles; an argsort of 2^20 took over 25 minutes to fail,
+    plain iree-compile 86 s). IREE's error, at the user's sort, is the
+    answer after one compile of the plan and one of IREE's formation."""
+    jax = pytest.importorskip("jax")
+    x = np.zeros(16384, np.float32)
+    path = tmp_path / "argsort.mlir"
+    path.write_text(
+        jax.jit(lambda x: (jax.numpy.argsort(x), jax.numpy.tanh(x) * 2)).lower(x).as_text()
+    )
+    compiles = []
+    real = driver.phase2_executable
+    monkeypatch.setattr(
+        driver, "phase2_executable", lambda *a, **k: compiles.append(1) or real(*a, **k)
+    )
+    with pytest.raises(tilefuse.TilefuseError, match=r"argsort.mlir:\d+:\d+: .*exceeded the limit"):
+        tilefuse.compile_program(path, "vulkan")
+    assert len(compiles) <= 2, len(compiles)
