@@ -426,7 +426,7 @@ def phase2_with_fallbacks(
             if not active:
                 raise
             culprits = failing_dispatches(e, active, library)
-            if not culprits and _names_iree_codegen_dispatch(e, kept):
+            if not culprits and _names_iree_codegen_dispatch(e, choices, failures):
                 raise  # IREE's codegen failed on its own: no strategy is to blame
             why = e.reason.replace(f"{workdir}/", "")
             if not culprits and not e.timed_out and len(active) > 1:
@@ -450,12 +450,22 @@ def phase2_with_fallbacks(
         _builtin_instead(choices, failures)
 
 
-def _names_iree_codegen_dispatch(failure: PhaseFailed, kept: list[Choice]) -> bool:
-    """The error names a dispatch on IREE's codegen: each dispatch is an
-    executable of its own, so withdrawing strategies elsewhere cannot mend
-    it (IREE's sort of 2^20 keys, which wants 4 MiB of workgroup memory,
-    was compiled again without strategies, 86 s apiece, before failing)."""
-    return any(c.strategy is None and mentions(failure.stderr, c.dispatch.name) for c in kept)
+def _names_iree_codegen_dispatch(
+    failure: TilefuseError, choices: list[Choice], failures: dict[str, str]
+) -> bool:
+    """The error names a dispatch on IREE's codegen (no strategy, or its
+    strategy withdrawn in `failures`): each dispatch is an executable of its
+    own, so withdrawing strategies elsewhere, or compiling again, cannot
+    mend it (IREE's sort of 2^20 keys, which wants 4 MiB of workgroup
+    memory, was compiled again without strategies, 86 s apiece, before
+    failing)."""
+    if not isinstance(failure, PhaseFailed):
+        return False
+    return any(
+        (c.strategy is None or c.dispatch.name in failures)
+        and mentions(failure.stderr, c.dispatch.name)
+        for c in choices
+    )
 
 
 # An error located in the user's program (an op's loc, as IREE's lowering
@@ -961,8 +971,7 @@ def phase3_stage(c: Compilation) -> None:
         )
         (c.workdir / "phase3.log").write_text(log3)
     except TilefuseError as e:
-        on_iree = [d for d in c.choices if d.strategy is None or d.dispatch.name in c.failures]
-        if isinstance(e, PhaseFailed) and any(mentions(e.stderr, d.dispatch.name) for d in on_iree):
+        if _names_iree_codegen_dispatch(e, c.choices, c.failures):
             raise  # IREE's codegen failed on its own: phase 2 again would too
         why = str(e).replace(f"{c.workdir}/", "")
         if c.options.strict:
