@@ -15,6 +15,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from . import shardings
 from .errors import TilefuseError
 from .irutil import context
 
@@ -70,6 +71,10 @@ def load_program(source: str | Path | bytes) -> Program:
         # iree-compile cannot read what jax.export serialized: phase 1 reads
         # the StableHLO text instead (driver.phase1_input).
         data, path = exported, None
+    if shardings.uses_shardy(data):
+        # IREE registers no Shardy dialect; on one device its annotations
+        # change nothing (shardings.py).
+        data = shardings.drop_shardings(data, name)
     ctx = context()
     if data.startswith(BYTECODE_MAGIC):
         asm: str | bytes = data
@@ -113,7 +118,7 @@ def _from_jax_export(data: bytes, name: str) -> bytes:
     what = "a StableHLO portable artifact" if portable else "a jax.export serialization"
     try:
         import jax.export
-        from jaxlib.mlir import ir as jax_ir
+        from jax._src.interpreters import mlir as jax_mlir
         from jaxlib.mlir.dialects import stablehlo
     except ImportError:
         raise TilefuseError(
@@ -125,8 +130,8 @@ def _from_jax_export(data: bytes, name: str) -> bytes:
     try:
         if exported:
             return jax.export.deserialize(bytearray(data)).mlir_module().encode()
-        with jax_ir.Context() as ctx:
-            stablehlo.register_dialect(ctx)
+        # JAX's context: the artifact may hold Shardy ops (shardings.py).
+        with jax_mlir.make_ir_context() as ctx:
             # Keep the reader's diagnostics for the one error line.
             ctx.attach_diagnostic_handler(lambda d: said.append(str(d)) or True)
             module = stablehlo.deserialize_portable_artifact(ctx, data)
