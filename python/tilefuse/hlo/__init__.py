@@ -2,6 +2,8 @@
 
     normalize.py  IREE's input conventions (inline calls, CHLO, f64 demotion)
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
+    gather_clamps.py a gather of whole rows with its indices clamped, as StableHLO
+                  clamps them (IREE's index_select reads outside the operand)
     grouped_convs.py grouped convolutions as depthwise ones and a sum, or one per
                   group (SPIR-V targets: IREE's codegen of them is wrong there)
     mixed_convs.py grouped convolutions of f16/bf16 with an f32 result read their
@@ -55,6 +57,7 @@ from . import (
     column_splits,
     dot_layouts,
     fold_scalars,
+    gather_clamps,
     grouped_convs,
     index_broadcasts,
     interleaved_reduces,
@@ -104,6 +107,12 @@ def _any_target(rewrite: Callable[[ir.Operation], list[str]]):
 # once at the end; column reductions are split last, on the rewritten ops.
 FUNCTION_REWRITES = (
     FunctionRewrite("fold_scalars", lambda t: True, _any_target(fold_scalars.rewrite_function)),
+    FunctionRewrite(
+        "gather_clamps",
+        lambda t: True,
+        _any_target(gather_clamps.rewrite_function),
+        corrects=True,
+    ),
     FunctionRewrite(
         "grouped_convs",
         lambda t: t.grouped_convs_rewritten,
