@@ -31,7 +31,14 @@ from itertools import pairwise
 
 from iree.compiler import ir
 
-from ..hlo.ops import bytes_of, dot_free_extents, dot_numbers, element_type, try_cast
+from ..hlo.ops import (
+    FORMED_BY_IREE,
+    bytes_of,
+    dot_free_extents,
+    dot_numbers,
+    element_type,
+    try_cast,
+)
 from ..targets import Target
 from . import pads
 from .catalogue import NO_PAD_READER, KernelCatalogue
@@ -974,6 +981,12 @@ def _describe(graph: FuncGraph, members: list[int]) -> Group:
     elif any(graph.nodes[i].shape is None and graph.nodes[i].op.results for i in members):
         group.outlined = False
         group.why_not_outlined = "dynamic shapes: left to IREE's dispatch formation"
+    elif any(FORMED_BY_IREE in graph.nodes[i].op.attributes for i in members):
+        group.outlined = False
+        group.why_not_outlined = (
+            "a step of a sort network (hlo/sorts.py): IREE's formation fuses it into one "
+            "elementwise op the loop kernel takes; in a region it stays several"
+        )
     return group
 
 

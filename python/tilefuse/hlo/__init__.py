@@ -38,6 +38,8 @@
     scalars.py    reductions to a scalar as reductions of rows
     column_splits.py column reductions too narrow for the grid split in two steps
     split_k.py    matmuls too small for the grid split along K (decode shapes)
+    sorts.py      sorts longer than 256 as a bitonic network of elementwise steps
+                  (IREE sorts each row serially in one invocation)
     ops.py        facts about StableHLO ops and tensor types (op classes, shapes)
 
 Each rewrite changes the module in place and returns one log line per
@@ -69,6 +71,7 @@ from . import (
     scalars,
     scatter_windows,
     select_scatters,
+    sorts,
     split_k,
     stacked_concats,
     transpose_chains,
@@ -130,6 +133,13 @@ FUNCTION_REWRITES = (
         "scatter_windows",
         lambda t: True,
         _any_target(scatter_windows.rewrite_function),
+        corrects=True,
+    ),
+    FunctionRewrite(
+        "sorts",
+        lambda t: t.is_gpu,
+        _any_target(sorts.rewrite_function),
+        splits=True,
         corrects=True,
     ),
     FunctionRewrite(

@@ -14,13 +14,16 @@ Every other gather form IREE lowers with the clamp.
 Rewritten, on every target (plain IREE computes these wrong for all of
 them): the indices of such a gather clamped to [0, rows - 1] by a
 stablehlo.clamp first. The clamp is elementwise on the indices; IREE fuses
-it into the gather's dispatch with the rest of their arithmetic.
+it into the gather's dispatch with the rest of their arithmetic. Indices
+computed from constants alone are left as they are: the program fixes them
+(JAX's bounds arithmetic on shapes), and IREE hoists such a computation
+into an initializer, where a clamp would be one more dispatch (two in T5).
 """
 
 from iree.compiler import ir
 
 from ..frontend import location_text
-from ..irutil import walk
+from ..irutil import defining_op, walk
 from .ops import attribute_lists, shape_of
 
 GATHER = "stablehlo.gather"
@@ -59,6 +62,21 @@ def is_row_gather(op: ir.Operation) -> bool:
     return sizes == [1, *operand[1:]]
 
 
+def _from_constants(value: ir.Value) -> bool:
+    """Whether `value` is computed from constants and iotas alone."""
+    stack, seen = [value], []
+    while stack:
+        owner = defining_op(stack.pop())
+        if owner is None:
+            return False  # a function's or a loop body's argument
+        if any(owner == other for other in seen):
+            continue
+        seen.append(owner)
+        if owner.name not in ("stablehlo.constant", "stablehlo.iota"):
+            stack += list(owner.operands)
+    return True
+
+
 def _splat(element: ir.Type, value: int, ip: ir.InsertionPoint, loc) -> ir.Value:
     scalar = ir.RankedTensorType.get([], element)
     attr = ir.DenseElementsAttr.get_splat(scalar, ir.IntegerAttr.get(element, value))
@@ -70,7 +88,11 @@ def _splat(element: ir.Type, value: int, ip: ir.InsertionPoint, loc) -> ir.Value
 def rewrite_function(func: ir.Operation) -> list[str]:
     """Clamp the indices of every row gather of `func` in place; one log
     line per gather clamped."""
-    gathers = [op for op in walk(func) if op.name == GATHER and is_row_gather(op)]
+    gathers = [
+        op
+        for op in walk(func)
+        if op.name == GATHER and is_row_gather(op) and not _from_constants(op.operands[1])
+    ]
     log = []
     with func.context, func.location:
         for op in gathers:

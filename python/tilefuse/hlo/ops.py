@@ -280,6 +280,11 @@ def dot_free_extents(op: ir.Operation) -> list[list[int]]:
 # purpose (a reduction's second step, a split-K sum): rewrite_module counts
 # and removes them (the fusion plan's split_steps).
 SPLIT_STEP = "tilefuse.split_step"
+# A unit attribute on the ops a rewrite added whose dispatches IREE's own
+# formation should form: the planner leaves their groups to it. A sort
+# network's step (sorts.py) stays several linalg ops in a pre-formed region,
+# which no kernel takes; IREE fuses it into one generic the loop kernel takes.
+FORMED_BY_IREE = "tilefuse.formed_by_iree"
 
 
 def mark_split_steps(ops: list[ir.Operation], name: str, skip_first: bool = True) -> None:

@@ -1,0 +1,407 @@
+"""Long sorts as a bitonic sorting network of elementwise steps (GPU targets).
+
+IREE 3.13 sorts each row in one GPU invocation, serially: its SPIR-V sort is
+a bubble sort of n * (n - 1) compare-swaps (docs/findings.md, 'lavapipe cuts
+loops after 65535 iterations'), which lavapipe cuts short past n = 256 (a
+16 x 512 sort came back with 4957 of 8192 keys out of place, in plain IREE
+and tilefuse alike), and its sort of 2^20 keys asks for 4 MiB of workgroup
+memory and fails to compile. A sort along a dim longer than SERIAL_MAX is
+rewritten here as Batcher's bitonic network: log2(N) * (log2(N) + 1) / 2
+steps for N the length rounded up to a power of two, each an elementwise
+program over every element, with no loop in any invocation.
+
+One step of the network, for merge blocks of k elements and pairs J apart,
+on each operand viewed (a reshape, no copy) as
+
+    [P * B, 2, J * Q]    P: the dims before the sorted one, B = N / (2 J),
+                         Q: the dims after it
+
+so that an element's partner is the one at the same place in the other half
+of the middle dim (lo = [:, 0, :], hi = [:, 1, :]). The pair is in order when
+lo comes first in its block's direction (ascending where the block's bit
+b & k / (2 J) is 0; the last merge, k = N, is ascending throughout):
+
+    swap   = asc ? lt(hi, lo) : lt(lo, hi)
+    out    = (swap xor in_hi_half) ? hi : lo          (broadcast back over the 2)
+
+lt is the sort's own comparator, applied elementwise (its body cloned onto
+the half shape), made a strict total order with the element's original
+position as the tie-break: lt(a, b) = comp(a, b) or (not comp(b, a) and
+pos(a) < pos(b)). So the network computes exactly the stable sort, which is
+what `is_stable` asks for and a valid result where it does not. The position
+is an operand that is already an iota along the sorted dim (argsort's,
+top_k's) or a new one. A length that is not a power of two is padded up to N;
+a padded element (position >= n) is after every real one, whatever the
+comparator says, and the padding is sliced off at the end.
+
+Each step is one dispatch per operand: IREE forms one per result, and the
+loop kernel takes each (the views keep it at rank 3). On a GPU a dispatch
+per step replaces IREE's O(n^2) loop in one thread per row; its time there
+has not been measured.
+
+Left to IREE, with the reason in the log: sorts of SERIAL_MAX elements or
+fewer (IREE's serial sort finishes there, in one dispatch), comparators with
+ops other than elementwise ones and constants, or reading values from
+outside themselves, and complex operands.
+"""
+
+import math
+
+from iree.compiler import ir
+
+from ..frontend import location_text
+from ..irutil import defining_op, walk
+from .argminmax import tensor_text
+from .ops import (
+    FORMED_BY_IREE,
+    LEFT_AS_IT_IS,
+    erase_with_dead_producers,
+    mark_split_steps,
+    node_class,
+    shape_of,
+)
+
+SORT = "stablehlo.sort"
+# Up to this length IREE's serial sort is kept: n * (n - 1) compare-swaps
+# in one invocation stay within lavapipe's loop budget of 65535, and one
+# dispatch beats the network's log2(n) * (log2(n) + 1) / 2 steps.
+SERIAL_MAX = 256
+# The placeholder the step template calls where the comparator is applied;
+# each call is replaced by the comparator's body cloned onto the half shape.
+COMPARATOR = "tilefuse_sort_comparator"
+
+
+def refusal(op: ir.Operation) -> str | None:
+    """Why this sort is left to IREE, or None."""
+    shape = shape_of(op.operands[0].type)
+    if shape is None:
+        return "dynamic shape"
+    dim = ir.IntegerAttr(op.attributes["dimension"]).value
+    n = shape[dim]
+    if n <= SERIAL_MAX:
+        return f"{n} elements per sort: IREE's serial sort finishes (at most {SERIAL_MAX})"
+    for value in op.operands:
+        element = str(ir.ShapedType(value.type).element_type)
+        if not element.lstrip("usb").startswith(("i", "f")):
+            return f"operand of {element}: only integer and float operands are sorted here"
+    block = op.regions[0].blocks[0]
+    inside: list[ir.Operation] = []  # the comparator's ops seen so far
+    for inner in block.operations:
+        inner = inner.operation
+        if inner.name == "stablehlo.return":
+            continue
+        if inner.regions and any(r.blocks for r in inner.regions):
+            return f"its comparator has a {inner.name} with a region"
+        if inner.name != "stablehlo.constant" and node_class(inner) != "elementwise":
+            return f"its comparator has a {inner.name}, not an elementwise op"
+        for value in inner.operands:
+            owner = defining_op(value)
+            if owner is None and value.owner != block:
+                return "its comparator reads a value from outside it"
+            # A constant may sit outside: MLIR's folding hoists them.
+            outside = owner is not None and not any(owner == o for o in inside)
+            if outside and owner.name != "stablehlo.constant":
+                return "its comparator reads a value from outside it"
+        inside.append(inner)
+    return None
+
+
+def _position_operand(op: ir.Operation, dim: int) -> int | None:
+    """The operand that is an iota along the sorted dim (argsort's
+    positions), if any: it serves as the tie-break."""
+    for i, value in enumerate(op.operands):
+        producer = value.owner
+        if isinstance(producer, ir.Block):
+            continue
+        producer = producer.operation if hasattr(producer, "operation") else producer
+        # compared SIGNED, and wide enough to number every element
+        if (
+            producer.name == "stablehlo.iota"
+            and ir.IntegerAttr(producer.attributes["iota_dimension"]).value == dim
+            and str(ir.ShapedType(value.type).element_type) in ("i32", "i64")
+        ):
+            return i
+    return None
+
+
+def _steps(length: int) -> list[tuple[int, int]]:
+    """(k, J) of each step of the bitonic network over `length` (a power of
+    two) elements."""
+    steps, k = [], 2
+    while k <= length:
+        j = k // 2
+        while j >= 1:
+            steps.append((k, j))
+            j //= 2
+        k *= 2
+    return steps
+
+
+def _template(shape, dim, elements, position, loc) -> tuple[str, int]:
+    """The network as a func.func taking the sort's operands and returning
+    its results, with `func.call @COMPARATOR` where the comparator applies;
+    and the number of steps. `position`: the operand that is an iota along
+    `dim`, or None (then the network carries one more, its own)."""
+    n, rank = shape[dim], len(shape)
+    big = 1 << max(1, math.ceil(math.log2(n)))
+    before, after = math.prod(shape[:dim]), math.prod(shape[dim + 1 :])
+    padded = [*shape[:dim], big, *shape[dim + 1 :]]
+    types = [tensor_text(shape, e) for e in elements]
+    zeros = ", ".join("0" for _ in shape)
+    high = ", ".join(str(big - n if d == dim else 0) for d in range(rank))
+    pos_element = elements[position] if position is not None else "i32"
+    declarations = []  # one comparator signature per step: the template parses
+    lines = [f"%pos = stablehlo.iota dim = {dim} : {tensor_text(padded, pos_element)}"]
+    carried = []  # (value, element type) of every operand the steps carry
+    for i, element in enumerate(elements):
+        value = f"%x{i}"
+        if i == position:
+            value = "%pos"  # the same positions, over the padded length
+        elif big > n:
+            scalar = tensor_text([], element)
+            zero = "false" if element == "i1" else ("0.0" if element[0] in "fb" else "0")
+            lines += [
+                f"%zero{i} = stablehlo.constant dense<{zero}> : {scalar}",
+                (
+                    f"%pad{i} = stablehlo.pad %x{i}, %zero{i}, low = [{zeros}], high = [{high}],"
+                    f" interior = [{zeros}] : ({types[i]}, {scalar})"
+                    f" -> {tensor_text(padded, element)}"
+                ),
+            ]
+            value = f"%pad{i}"
+        carried.append((value, element))
+    pos_at = position
+    if position is None:
+        carried.append(("%pos", pos_element))
+        pos_at = len(carried) - 1
+    steps = _steps(big)
+    m = len(elements)
+    for s, (k, j) in enumerate(steps):
+        rows, width = before * big // (2 * j), j * after
+        view, half = [rows, 2, width], [rows, 1, width]
+        hb, vb = tensor_text(half, "i1"), tensor_text(view, "i1")
+        los, his = [], []
+        for i, (value, element) in enumerate(carried):
+            full, v, h = (tensor_text(x, element) for x in (padded, view, half))
+            lines += [
+                f"%v{s}_{i} = stablehlo.reshape {value} : ({full}) -> {v}",
+                f"%lo{s}_{i} = stablehlo.slice %v{s}_{i} [0:{rows}, 0:1, 0:{width}] : ({v}) -> {h}",
+                f"%hi{s}_{i} = stablehlo.slice %v{s}_{i} [0:{rows}, 1:2, 0:{width}] : ({v}) -> {h}",
+            ]
+            los.append((f"%lo{s}_{i}", h))
+            his.append((f"%hi{s}_{i}", h))
+        own = ", ".join(h for _, h in his[:m] for _ in range(2))
+        declarations.append(f"func.func private @{COMPARATOR}_{s}({own}) -> {hb}")
+        lt_lines, swap = _lt(
+            f"_{s}",
+            f"@{COMPARATOR}_{s}",
+            his[:m] + [his[pos_at]],
+            los[:m] + [los[pos_at]],
+            m,
+            n,
+            big,
+            hb,
+            tensor_text(half, pos_element),
+        )
+        lines += lt_lines
+        if k < big:  # blocks alternate: descending where the block's bit is set
+            h32 = tensor_text(half, "i32")
+            lines += [
+                f"%b{s} = stablehlo.iota dim = 0 : {h32}",
+                f"%bit{s} = stablehlo.constant dense<{k // (2 * j)}> : {h32}",
+                f"%bb{s} = stablehlo.and %b{s}, %bit{s} : {h32}",
+                f"%zb{s} = stablehlo.constant dense<0> : {h32}",
+                f"%asc{s} = stablehlo.compare EQ, %bb{s}, %zb{s}, SIGNED : ({h32}, {h32}) -> {hb}",
+                f"%desc{s} = stablehlo.not {swap} : {hb}",
+                f"%swap{s} = stablehlo.select %asc{s}, {swap}, %desc{s} : {hb}, {hb}",
+            ]
+            swap = f"%swap{s}"
+        v32 = tensor_text(view, "i32")
+        lines += [
+            f"%sb{s} = stablehlo.broadcast_in_dim {swap}, dims = [0, 1, 2] : ({hb}) -> {vb}",
+            f"%half{s} = stablehlo.iota dim = 1 : {v32}",
+            f"%one{s} = stablehlo.constant dense<1> : {v32}",
+            f"%inhi{s} = stablehlo.compare EQ, %half{s}, %one{s}, SIGNED : ({v32}, {v32}) -> {vb}",
+            f"%take{s} = stablehlo.xor %sb{s}, %inhi{s} : {vb}",
+        ]
+        for i, (_, element) in enumerate(carried):
+            full, v, h = (tensor_text(x, element) for x in (padded, view, half))
+            lines += [
+                f"%lob{s}_{i} = stablehlo.broadcast_in_dim %lo{s}_{i}, dims = [0, 1, 2] : ({h}) -> {v}",
+                f"%hib{s}_{i} = stablehlo.broadcast_in_dim %hi{s}_{i}, dims = [0, 1, 2] : ({h}) -> {v}",
+                f"%o{s}_{i} = stablehlo.select %take{s}, %hib{s}_{i}, %lob{s}_{i} : {vb}, {v}",
+                f"%n{s}_{i} = stablehlo.reshape %o{s}_{i} : ({v}) -> {full}",
+            ]
+            carried[i] = (f"%n{s}_{i}", element)
+    results = []
+    for i, element in enumerate(elements):
+        value = carried[i][0]
+        if big > n:
+            limits = ", ".join(f"0:{n if d == dim else e}" for d, e in enumerate(shape))
+            lines.append(
+                f"%r{i} = stablehlo.slice {value} [{limits}]"
+                f" : ({tensor_text(padded, element)}) -> {types[i]}"
+            )
+            value = f"%r{i}"
+        results.append(value)
+    args = ", ".join(f"%x{i}: {t}" for i, t in enumerate(types))
+    body = "\n".join(f"  {line} {loc}" for line in lines)
+    return (
+        "\n".join(declarations) + "\n"
+        f"func.func @sort({args}) -> ({', '.join(types)}) {{\n{body}\n"
+        f"  return {', '.join(results)} : {', '.join(types)} {loc}\n}}",
+        len(steps),
+    )
+
+
+def _lt(tag, callee, a, b, m, n, big, hb, hp) -> tuple[list[str], str]:
+    """Lines computing lt(a, b) on the half shape, and its name: the
+    comparator on the sort's own `m` operands, ties broken by position (the
+    last of `a` and `b`), padding (position >= n) after every real element."""
+    own = list(zip(a[:m], b[:m]))
+    types = ", ".join(f"{x[1]}, {y[1]}" for x, y in own)
+    pairs = ", ".join(f"{x[0]}, {y[0]}" for x, y in own)
+    swapped = ", ".join(f"{y[0]}, {x[0]}" for x, y in own)
+    pa, pb = a[-1][0], b[-1][0]
+    lines = [
+        f"%cab{tag} = func.call {callee}({pairs}) : ({types}) -> {hb}",
+        f"%cba{tag} = func.call {callee}({swapped}) : ({types}) -> {hb}",
+        f"%ncba{tag} = stablehlo.not %cba{tag} : {hb}",
+        f"%first{tag} = stablehlo.compare LT, {pa}, {pb}, SIGNED : ({hp}, {hp}) -> {hb}",
+        f"%tie{tag} = stablehlo.and %ncba{tag}, %first{tag} : {hb}",
+        f"%real{tag} = stablehlo.or %cab{tag}, %tie{tag} : {hb}",
+    ]
+    if big == n:
+        return lines, f"%real{tag}"
+    return lines + [
+        f"%n{tag} = stablehlo.constant dense<{n}> : {hp}",
+        f"%pada{tag} = stablehlo.compare GE, {pa}, %n{tag}, SIGNED : ({hp}, {hp}) -> {hb}",
+        f"%padb{tag} = stablehlo.compare GE, {pb}, %n{tag}, SIGNED : ({hp}, {hp}) -> {hb}",
+        f"%pad{tag} = stablehlo.or %pada{tag}, %padb{tag} : {hb}",
+        f"%lt{tag} = stablehlo.select %pad{tag}, %first{tag}, %real{tag} : {hb}, {hb}",
+    ], f"%lt{tag}"
+
+
+def _splice(op: ir.Operation, template: str) -> list[ir.Operation]:
+    """Replace the sort `op` by the body of the template's @sort, which
+    returns its results; the ops moved in, in order."""
+    helper = ir.Module.parse(template, op.context)
+    sort = next(
+        f.operation
+        for f in helper.body.operations
+        if ir.StringAttr(f.operation.attributes["sym_name"]).value == "sort"
+    )
+    block = sort.regions[0].blocks[0]
+    for argument, value in zip(block.arguments, op.operands):
+        argument.replace_all_uses_with(value)
+    inner = [o.operation for o in block.operations]
+    for moved in inner[:-1]:
+        moved.move_before(op)
+    for result, value in zip(op.results, inner[-1].operands):
+        result.replace_all_uses_with(value)
+    return inner[:-1]
+
+
+def _apply_comparator(call: ir.Operation, comparator: ir.Block) -> list[ir.Operation]:
+    """Replace a placeholder call by the comparator's body on the call's
+    shape: its arguments are the call's operands (lhs_0, rhs_0, lhs_1, ...),
+    each op recreated elementwise, each constant broadcast. Returns the
+    ops created."""
+    shape = shape_of(call.results[0].type)
+    ip, loc = ir.InsertionPoint(call), call.location
+    pairs = list(zip(comparator.arguments, call.operands))
+    created = []
+
+    def broadcast(scalar: ir.Value) -> ir.Value:
+        element = ir.ShapedType(scalar.type).element_type
+        new = ir.Operation.create(
+            "stablehlo.broadcast_in_dim",
+            results=[ir.RankedTensorType.get(shape, element)],
+            operands=[scalar],
+            attributes={"broadcast_dimensions": ir.DenseI64ArrayAttr.get([])},
+            loc=loc,
+            ip=ip,
+        )
+        created.append(new)
+        return new.results[0]
+
+    def lookup(value):
+        found = next((new for old, new in pairs if old == value), None)
+        if found is None:  # a constant hoisted out of the comparator (refusal)
+            owner = defining_op(value)
+            assert owner is not None and owner.name == "stablehlo.constant", value
+            found = broadcast(value)
+            pairs.append((value, found))
+        return found
+
+    for inner in comparator.operations:
+        inner = inner.operation
+        if inner.name == "stablehlo.return":
+            call.results[0].replace_all_uses_with(lookup(inner.operands[0]))
+            break
+        element = ir.ShapedType(inner.results[0].type).element_type
+        wide = ir.RankedTensorType.get(shape, element)
+        if inner.name == "stablehlo.constant":
+            scalar = inner.clone(ip=ip)
+            created.append(scalar)
+            pairs.append((inner.results[0], broadcast(scalar.results[0])))
+            continue
+        named = inner.attributes
+        new = ir.Operation.create(
+            inner.name,
+            results=[wide],
+            operands=[lookup(v) for v in inner.operands],
+            attributes={named[i].name: named[i].attr for i in range(len(named))},
+            loc=loc,
+            ip=ip,
+        )
+        pairs.append((inner.results[0], new.results[0]))
+        created.append(new)
+    call.erase()
+    return created
+
+
+def _is_step_output(op: ir.Operation) -> bool:
+    """A step's select of an operand's new values ([rows, 2, width]): one
+    dispatch each."""
+    shape = shape_of(op.results[0].type) if op.name == "stablehlo.select" else None
+    return shape is not None and len(shape) == 3 and shape[1] == 2
+
+
+def rewrite_function(func: ir.Operation) -> list[str]:
+    """Rewrite every sort of `func` longer than SERIAL_MAX in place; one log
+    line per sort (rewritten, or why not)."""
+    log = []
+    sorts = [op for op in walk(func) if op.name == SORT]
+    for op in sorts:
+        where = location_text(op.location)
+        why = refusal(op)
+        if why:
+            if not why.endswith(f"(at most {SERIAL_MAX})"):
+                log.append(f"sort at {where} {LEFT_AS_IT_IS}: {why}")
+            continue
+        shape = shape_of(op.operands[0].type)
+        dim = ir.IntegerAttr(op.attributes["dimension"]).value
+        elements = [str(ir.ShapedType(v.type).element_type) for v in op.operands]
+        position = _position_operand(op, dim)
+        template, steps = _template(shape, dim, elements, position, str(op.location))
+        comparator = op.regions[0].blocks[0]
+        with op.context, op.location:
+            moved = _splice(op, template)
+            mark_split_steps([o for o in moved if _is_step_output(o)], "stablehlo.select")
+            network = [o for o in moved if o.name != "func.call"]
+            for call in [o for o in moved if o.name == "func.call"]:
+                network += _apply_comparator(call, comparator)
+            for network_op in network:
+                network_op.attributes[FORMED_BY_IREE] = ir.UnitAttr.get()
+        erase_with_dead_producers(op)
+        carried = len(elements) + (position is None)
+        log.append(
+            f"sort at {where} of {shape[dim]} elements along dim {dim} rewritten as a bitonic "
+            f"network: {steps} steps of {carried} elementwise dispatches (IREE sorts serially "
+            "in one invocation per row)"
+        )
+    return log
+
+
+__all__ = ["SERIAL_MAX", "refusal", "rewrite_function"]

@@ -1,0 +1,109 @@
+"""Sorts longer than SERIAL_MAX as a bitonic network of elementwise steps
+(hlo/sorts.py). Numerics on Vulkan (lavapipe) against JAX on the CPU,
+exact: a sort moves values, and the network computes the stable order (ties
+by original position), which is what JAX's sorts return."""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import tilefuse
+from tilefuse.hlo.sorts import SERIAL_MAX
+from tilefuse.toolchain import iree_compile
+
+RNG = np.random.default_rng(0)
+
+
+def keys(shape, dtype=np.float32, distinct=1000):
+    """Keys with many ties (values drawn from `distinct` ones)."""
+    return (RNG.integers(0, distinct, shape) / 7).astype(dtype)
+
+
+def exact(got, want):
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+
+
+def compiled(fn, *args, target="vulkan"):
+    """tilefuse's program for fn(*args), and its sort log lines."""
+    f = tilefuse.jit(fn, target=target, strict=True)
+    result = f._compiled(args, {})[0].result
+    return f, [line for line in result.fusion.log if "sort at" in line]
+
+
+def test_premise_plain_iree_sorts_rows_of_512_wrong_on_lavapipe(tmp_path):
+    """What the rewrite corrects there: IREE's one-invocation sort of 512
+    keys runs past lavapipe's loop budget and stops part way."""
+    x = keys((16, 512), distinct=50)
+    path = tmp_path / "sort.mlir"
+    path.write_text(jax.jit(lambda x: jnp.sort(x, axis=1)).lower(x).as_text())
+    out = tmp_path / "plain.vmfb"
+    iree_compile([str(path), "--iree-hal-target-backends=vulkan-spirv", "-o", str(out)], "plain")
+    got = tilefuse.load(out, "vulkan").main(x)
+    assert (got != np.sort(x, axis=1)).sum() > 1000
+
+
+@pytest.mark.parametrize(
+    ("name", "fn", "shape", "dtype"),
+    [
+        # 300: padded to 512; NaN and -0.0 order as JAX's comparator says
+        ("sort_f32_nan", lambda x: jnp.sort(x, axis=-1), (4, 300), np.float32),
+        # argsort: its iota operand is the tie-break, ties kept in order; along
+        # a middle dim (Q > 1), descending
+        (
+            "argsort_middle",
+            lambda x: jnp.argsort(x, axis=1, descending=True),
+            (3, 300, 4),
+            np.float32,
+        ),
+        ("top_k", lambda x: jax.lax.top_k(x, 10), (4, 300), np.float32),
+    ],
+)
+def test_long_sorts_match_jax(name, fn, shape, dtype):
+    x = keys(shape, dtype)
+    if name == "sort_f32_nan":
+        x.ravel()[[5, 17, 301, 900]] = np.nan
+        x.ravel()[[6, 7, 400]] = [-0.0, 0.0, -0.0]
+    f, log = compiled(fn, x)
+    assert log and "rewritten as a bitonic network" in log[0], log
+    exact(f(x), jax.jit(fn)(x))
+    assert all(r.status == "applied" for r in f.reports(x) if "memcpy" not in r.name), [
+        r.line() for r in f.reports(x) if r.status != "applied"
+    ]
+
+
+def test_a_key_and_a_payload():
+    """lax.sort of bf16 keys (many ties) and an int payload, stable, as JAX
+    sorts them."""
+    a = keys((2, 300), ml_dtypes.bfloat16, distinct=8)
+    payload = RNG.integers(-100, 100, (2, 300)).astype(np.int32)
+
+    def fn(a, payload):
+        return jax.lax.sort((a, payload), dimension=1, is_stable=True, num_keys=1)
+
+    f, log = compiled(fn, a, payload)
+    # 300 padded to 512: 9 * 10 / 2 steps; two operands and the network's
+    # own positions: three dispatches a step
+    assert "45 steps of 3 elementwise dispatches" in log[0], log
+    exact(f(a, payload), jax.jit(fn)(a, payload))
+
+
+def test_a_short_sort_stays_iree_s():
+    x = keys((4, SERIAL_MAX))
+    f, log = compiled(lambda x: jnp.sort(x, axis=-1), x)
+    assert log == []
+    (report,) = f.reports(x)
+    assert report.status == "fallback" and "sort" in report.line()
+    exact(f(x), np.sort(x, axis=-1))
+
+
+def test_cuda_compiles_every_step_to_a_loop_kernel():
+    x = keys((2, 300))
+    text = jax.jit(lambda x: jnp.argsort(x, axis=-1)).lower(x).as_text()
+    result = tilefuse.compile_program(text, "cuda", strict=True)
+    assert any("bitonic network" in line for line in result.fusion.log)
+    steps = [r for r in result.reports if "memcpy" not in r.name]
+    assert steps and all(r.strategy == "loop" and r.status == "applied" for r in steps)
