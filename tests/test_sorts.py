@@ -1,7 +1,12 @@
 """Sorts longer than SERIAL_MAX as a bitonic network of elementwise steps
 (hlo/sorts.py). Numerics on Vulkan (lavapipe) against JAX on the CPU,
 exact: a sort moves values, and the network computes the stable order (ties
-by original position), which is what JAX's sorts return."""
+by original position), which is what JAX's sorts return.
+
+The network is the same for every length, and its compile time grows with
+its steps (log2(N) * (log2(N) + 1) / 2), so most tests lower SERIAL_MAX to
+SHORT and sort rows of 50 (padded to 64: 21 steps); top_k sorts 300 with
+the real threshold."""
 
 import jax
 import jax.numpy as jnp
@@ -9,10 +14,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
+from tilefuse.hlo import sorts
 from tilefuse.hlo.sorts import SERIAL_MAX
 from tilefuse.toolchain import iree_compile
 
 RNG = np.random.default_rng(0)
+SHORT = 32
+
+
+@pytest.fixture
+def short(monkeypatch):
+    monkeypatch.setattr(sorts, "SERIAL_MAX", SHORT)
 
 
 def keys(shape, dtype=np.float32, distinct=1000):
@@ -49,24 +61,26 @@ def test_premise_plain_iree_sorts_rows_of_512_wrong_on_lavapipe(tmp_path):
 @pytest.mark.parametrize(
     ("name", "fn", "shape", "dtype"),
     [
-        # 300: padded to 512; NaN and -0.0 order as JAX's comparator says
-        ("sort_f32_nan", lambda x: jnp.sort(x, axis=-1), (4, 300), np.float32),
+        # 50: padded to 64; NaN and -0.0 order as JAX's comparator says
+        ("sort_f32_nan", lambda x: jnp.sort(x, axis=-1), (4, 50), np.float32),
         # argsort: its iota operand is the tie-break, ties kept in order; along
         # a middle dim (Q > 1), descending
         (
             "argsort_middle",
             lambda x: jnp.argsort(x, axis=1, descending=True),
-            (3, 300, 4),
+            (3, 50, 4),
             np.float32,
         ),
         ("top_k", lambda x: jax.lax.top_k(x, 10), (4, 300), np.float32),
     ],
 )
-def test_long_sorts_match_jax(name, fn, shape, dtype):
+def test_long_sorts_match_jax(name, fn, shape, dtype, monkeypatch):
+    if name != "top_k":
+        monkeypatch.setattr(sorts, "SERIAL_MAX", SHORT)
     x = keys(shape, dtype)
     if name == "sort_f32_nan":
-        x.ravel()[[5, 17, 301, 900]] = np.nan
-        x.ravel()[[6, 7, 400]] = [-0.0, 0.0, -0.0]
+        x.ravel()[[5, 17, 101, 190]] = np.nan
+        x.ravel()[[6, 7, 150]] = [-0.0, 0.0, -0.0]
     f, log = compiled(fn, x)
     assert log and "rewritten as a bitonic network" in log[0], log
     exact(f(x), jax.jit(fn)(x))
@@ -75,19 +89,19 @@ def test_long_sorts_match_jax(name, fn, shape, dtype):
     ]
 
 
-def test_a_key_and_a_payload():
+def test_a_key_and_a_payload(short):
     """lax.sort of bf16 keys (many ties) and an int payload, stable, as JAX
     sorts them."""
-    a = keys((2, 300), ml_dtypes.bfloat16, distinct=8)
-    payload = RNG.integers(-100, 100, (2, 300)).astype(np.int32)
+    a = keys((2, 50), ml_dtypes.bfloat16, distinct=8)
+    payload = RNG.integers(-100, 100, (2, 50)).astype(np.int32)
 
     def fn(a, payload):
         return jax.lax.sort((a, payload), dimension=1, is_stable=True, num_keys=1)
 
     f, log = compiled(fn, a, payload)
-    # 300 padded to 512: 9 * 10 / 2 steps; two operands and the network's
-    # own positions: three dispatches a step
-    assert "45 steps of 3 elementwise dispatches" in log[0], log
+    # 50 padded to 64: 6 * 7 / 2 steps; two operands and the network's own
+    # positions: three dispatches a step
+    assert "21 steps of 3 elementwise dispatches" in log[0], log
     exact(f(a, payload), jax.jit(fn)(a, payload))
 
 
@@ -100,8 +114,8 @@ def test_a_short_sort_stays_iree_s():
     exact(f(x), np.sort(x, axis=-1))
 
 
-def test_cuda_compiles_every_step_to_a_loop_kernel():
-    x = keys((2, 300))
+def test_cuda_compiles_every_step_to_a_loop_kernel(short):
+    x = keys((2, 50))
     text = jax.jit(lambda x: jnp.argsort(x, axis=-1)).lower(x).as_text()
     result = tilefuse.compile_program(text, "cuda", strict=True)
     assert any("bitonic network" in line for line in result.fusion.log)
