@@ -107,3 +107,16 @@ def test_indices_computed_from_constants_are_left_as_they_are():
         func = next(op for op in walk(module.operation) if op.name == "func.func")
         assert rewrite_function(func) == []
         assert not any(op.name == "stablehlo.clamp" for op in walk(module.operation))
+
+
+def test_a_gather_whose_index_vector_dim_is_omitted():
+    """StableHLO prints no index_vector_dim when it is 0 (jnp.percentile's
+    gathers): read as 0, not an error that dropped every fusion group."""
+    text = """func.func @main(%x: tensor<4x100xf32>, %i: tensor<1xi32>) -> tensor<4xf32> {
+  %0 = "stablehlo.gather"(%x, %i) <{dimension_numbers = #stablehlo.gather<offset_dims = [0], collapsed_slice_dims = [1], start_index_map = [1]>, slice_sizes = array<i64: 4, 1>}> : (tensor<4x100xf32>, tensor<1xi32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}"""
+    with context():
+        module = ir.Module.parse(text)
+        func = next(op for op in walk(module.operation) if op.name == "func.func")
+        assert rewrite_function(func) == []

@@ -36,8 +36,9 @@ KEYS = (
 
 
 def _index_vector_dim(attr: ir.Attribute) -> int:
-    _, _, rest = str(attr).partition("index_vector_dim = ")
-    return int(rest.rstrip(">").split(",")[0])
+    """As printed; StableHLO omits it when it is 0."""
+    _, found, rest = str(attr).partition("index_vector_dim = ")
+    return int(rest.rstrip(">").split(",")[0]) if found else 0
 
 
 def is_row_gather(op: ir.Operation) -> bool:
