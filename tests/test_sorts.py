@@ -121,3 +121,13 @@ def test_cuda_compiles_every_step_to_a_loop_kernel(short):
     assert any("bitonic network" in line for line in result.fusion.log)
     steps = [r for r in result.reports if "memcpy" not in r.name]
     assert steps and all(r.strategy == "loop" and r.status == "applied" for r in steps)
+
+
+def test_a_top_8_stays_iree_s():
+    """A sort read only through its first 8 (jax.lax.top_k(x, 8)) becomes
+    IREE's top-k kernel, right on lavapipe at 32000: left to IREE."""
+    x = keys((2, 1000))
+    text = jax.jit(lambda x: jax.lax.top_k(x, 8)).lower(x).as_text()
+    result = tilefuse.compile_program(text, "vulkan")
+    assert not any("bitonic network" in line for line in result.fusion.log)
+    assert any("only its first 8 of 1000 are read" in line for line in result.fusion.log)

@@ -66,6 +66,10 @@ SORT = "stablehlo.sort"
 # in one invocation stay within lavapipe's loop budget of 65535, and one
 # dispatch beats the network's log2(n) * (log2(n) + 1) / 2 steps.
 SERIAL_MAX = 256
+# A sort read only through slices of its first k (chlo.top_k's expansion)
+# is IREE's top-k kernel, which was right for k = 8 of 32000 on lavapipe
+# (and wrong for k = 50): up to this k the sort stays IREE's.
+TOP_K_MAX = 8
 # The placeholder the step template calls where the comparator is applied;
 # each call is replaced by the comparator's body cloned onto the half shape.
 COMPARATOR = "tilefuse_sort_comparator"
@@ -84,6 +88,12 @@ def refusal(op: ir.Operation) -> str | None:
         element = str(ir.ShapedType(value.type).element_type)
         if not element.lstrip("usb").startswith(("i", "f")):
             return f"operand of {element}: only integer and float operands are sorted here"
+    k = _top_k(op, dim)
+    if k is not None and k <= TOP_K_MAX:
+        return (
+            f"only its first {k} of {n} are read (slices): IREE turns that into its top-k "
+            f"kernel, right for k up to {TOP_K_MAX} (sweep 18's top-8 of 32000)"
+        )
     block = op.regions[0].blocks[0]
     inside: list[ir.Operation] = []  # the comparator's ops seen so far
     for inner in block.operations:
@@ -104,6 +114,24 @@ def refusal(op: ir.Operation) -> str | None:
                 return "its comparator reads a value from outside it"
         inside.append(inner)
     return None
+
+
+def _top_k(op: ir.Operation, dim: int) -> int | None:
+    """k where every use of the sort's results is a slice of its first k
+    along `dim` (a top-k, as chlo.top_k expands), else None."""
+    k = 0
+    for result in op.results:
+        for use in result.uses:
+            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if user.name != "stablehlo.slice":
+                return None
+            starts = list(ir.DenseI64ArrayAttr(user.attributes["start_indices"]))
+            limits = list(ir.DenseI64ArrayAttr(user.attributes["limit_indices"]))
+            strides = list(ir.DenseI64ArrayAttr(user.attributes["strides"]))
+            if starts[dim] != 0 or strides[dim] != 1:
+                return None
+            k = max(k, limits[dim])
+    return k or None
 
 
 def _position_operand(op: ir.Operation, dim: int) -> int | None:
