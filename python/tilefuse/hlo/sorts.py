@@ -40,7 +40,9 @@ per step replaces IREE's O(n^2) loop in one thread per row; its time there
 has not been measured.
 
 Left to IREE, with the reason in the log: sorts of SERIAL_MAX elements or
-fewer (IREE's serial sort finishes there, in one dispatch), comparators with
+fewer (IREE's serial sort finishes there, in one dispatch), sorts read only
+through their first k <= TOP_K_MAX (IREE makes its top-k kernel of them),
+comparators with
 ops other than elementwise ones and constants, or reading values from
 outside themselves, and complex operands.
 """
