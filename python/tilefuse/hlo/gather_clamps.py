@@ -24,7 +24,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op, walk
-from .ops import attribute_lists, shape_of
+from .ops import attribute_lists, index_vector_dim, shape_of
 
 GATHER = "stablehlo.gather"
 KEYS = (
@@ -33,12 +33,6 @@ KEYS = (
     "operand_batching_dims",
     "start_index_map",
 )
-
-
-def _index_vector_dim(attr: ir.Attribute) -> int:
-    """As printed; StableHLO omits it when it is 0."""
-    _, found, rest = str(attr).partition("index_vector_dim = ")
-    return int(rest.rstrip(">").split(",")[0]) if found else 0
 
 
 def is_row_gather(op: ir.Operation) -> bool:
@@ -51,7 +45,7 @@ def is_row_gather(op: ir.Operation) -> bool:
     attr = op.attributes["dimension_numbers"]
     numbers = attribute_lists(attr, KEYS)
     vector_dim = max(0, len(indices) - 1)
-    if _index_vector_dim(attr) != vector_dim or (indices and indices[-1] != 1):
+    if index_vector_dim(attr) != vector_dim or (indices and indices[-1] != 1):
         return False
     if numbers["start_index_map"] != [0] or numbers["collapsed_slice_dims"] != [0]:
         return False

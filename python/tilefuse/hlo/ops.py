@@ -262,6 +262,13 @@ def attribute_lists(attr: ir.Attribute, keys) -> dict[str, list[int]]:
     return numbers
 
 
+def index_vector_dim(attr: ir.Attribute) -> int:
+    """A gather's or scatter's index_vector_dim, as printed; StableHLO omits
+    it when it is 0."""
+    _, found, rest = str(attr).partition("index_vector_dim = ")
+    return int(rest.rstrip(">").split(",")[0]) if found else 0
+
+
 def dot_free_extents(op: ir.Operation) -> list[list[int]]:
     """Per operand of a dot_general (lhs, rhs), the extents of its free dims
     (neither batch nor contracting)."""

@@ -34,6 +34,7 @@ from .ops import (
     attribute_lists,
     body_ops,
     create_transpose,
+    index_vector_dim,
     shape_of,
     transposed_type,
 )
@@ -52,9 +53,7 @@ def scatter_numbers(op: ir.Operation) -> dict[str, list[int] | int]:
     """The scatter's dimension numbers (LIST_KEYS, and index_vector_dim)."""
     attr = op.attributes["scatter_dimension_numbers"]
     numbers: dict[str, list[int] | int] = attribute_lists(attr, LIST_KEYS)
-    _, found, rest = str(attr).partition("index_vector_dim = ")
-    # StableHLO omits it when it is 0
-    numbers["index_vector_dim"] = int(rest.rstrip(">").split(",")[0]) if found else 0
+    numbers["index_vector_dim"] = index_vector_dim(attr)
     return numbers
 
 

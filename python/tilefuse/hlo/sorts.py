@@ -52,7 +52,7 @@ import math
 from iree.compiler import ir
 
 from ..frontend import location_text
-from ..irutil import defining_op, walk
+from ..irutil import defining_op, user_op, walk
 from .argminmax import tensor_text
 from .ops import (
     FORMED_BY_IREE,
@@ -124,7 +124,7 @@ def _top_k(op: ir.Operation, dim: int) -> int | None:
     k = 0
     for result in op.results:
         for use in result.uses:
-            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            user = user_op(use)
             if user.name != "stablehlo.slice":
                 return None
             starts = list(ir.DenseI64ArrayAttr(user.attributes["start_indices"]))
@@ -140,13 +140,11 @@ def _position_operand(op: ir.Operation, dim: int) -> int | None:
     """The operand that is an iota along the sorted dim (argsort's
     positions), if any: it serves as the tie-break."""
     for i, value in enumerate(op.operands):
-        producer = value.owner
-        if isinstance(producer, ir.Block):
-            continue
-        producer = producer.operation if hasattr(producer, "operation") else producer
+        producer = defining_op(value)
         # compared SIGNED, and wide enough to number every element
         if (
-            producer.name == "stablehlo.iota"
+            producer is not None
+            and producer.name == "stablehlo.iota"
             and ir.IntegerAttr(producer.attributes["iota_dimension"]).value == dim
             and str(ir.ShapedType(value.type).element_type) in ("i32", "i64")
         ):
@@ -210,9 +208,10 @@ def _template(shape, dim, elements, position, loc) -> tuple[str, int]:
         rows, width = before * big // (2 * j), j * after
         view, half = [rows, 2, width], [rows, 1, width]
         hb, vb = tensor_text(half, "i1"), tensor_text(view, "i1")
+        # each carried operand's type on the padded, view and half shapes
+        texts = [tuple(tensor_text(x, e) for x in (padded, view, half)) for _, e in carried]
         los, his = [], []
-        for i, (value, element) in enumerate(carried):
-            full, v, h = (tensor_text(x, element) for x in (padded, view, half))
+        for i, ((value, _), (full, v, h)) in enumerate(zip(carried, texts)):
             lines += [
                 f"%v{s}_{i} = stablehlo.reshape {value} : ({full}) -> {v}",
                 f"%lo{s}_{i} = stablehlo.slice %v{s}_{i} [0:{rows}, 0:1, 0:{width}] : ({v}) -> {h}",
@@ -254,8 +253,7 @@ def _template(shape, dim, elements, position, loc) -> tuple[str, int]:
             f"%inhi{s} = stablehlo.compare EQ, %half{s}, %one{s}, SIGNED : ({v32}, {v32}) -> {vb}",
             f"%take{s} = stablehlo.xor %sb{s}, %inhi{s} : {vb}",
         ]
-        for i, (_, element) in enumerate(carried):
-            full, v, h = (tensor_text(x, element) for x in (padded, view, half))
+        for i, ((_, element), (full, v, h)) in enumerate(zip(carried, texts)):
             lines += [
                 f"%lob{s}_{i} = stablehlo.broadcast_in_dim %lo{s}_{i}, dims = [0, 1, 2] : ({h}) -> {v}",
                 f"%hib{s}_{i} = stablehlo.broadcast_in_dim %hi{s}_{i}, dims = [0, 1, 2] : ({h}) -> {v}",
