@@ -125,3 +125,52 @@ def test_a_program_without_shardy_is_read_as_it_is():
     module = tilefuse.compile(text, target="vulkan")
     x = np.arange(4, dtype=np.float32)
     close(module.main(x), -x)
+
+
+def gspmd_lowering(x, w) -> str:
+    """The constrained layer as JAX lowers it with the GSPMD partitioner:
+    `custom_call @Sharding` and `mhlo.sharding` attributes, no `sdy`."""
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        return jax.jit(constrained_layer).lower(x, w).as_text()
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", True)
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["planned", "no-fusion"])
+def test_gspmd_sharding_calls_are_dropped(fusion, inputs, tmp_path):
+    """Plain iree-compile parses `custom_call @Sharding` but fails to lower
+    it; tilefuse drops it, also where IREE forms the dispatches (phase 1 then
+    reads the edited program, not the user's file)."""
+    text = gspmd_lowering(*inputs)
+    assert "custom_call @Sharding" in text and "sdy." not in text
+    path = tmp_path / "gspmd.mlir"
+    path.write_text(text)
+    flags = ["--iree-hal-target-backends=vulkan-spirv", "-o", str(tmp_path / "x.vmfb")]
+    with pytest.raises(TilefuseError, match="custom_call"):
+        iree_compile([str(path), *flags], "iree-compile")
+    module = tilefuse.compile(path, target="vulkan", fusion=fusion)
+    close(module.main(*inputs), constrained_layer(*inputs))
+
+
+def test_shardy_annotations_are_dropped_where_iree_forms_the_dispatches(inputs, tmp_path):
+    path = tmp_path / "layer.mlir"
+    path.write_text(jax.jit(constrained_layer).lower(*inputs).as_text())
+    module = tilefuse.compile(path, target="vulkan", fusion=False)
+    close(module.main(*inputs), constrained_layer(*inputs))
+
+
+def test_a_gspmd_shard_map_that_splits_its_arrays_is_one_error_at_its_line(tmp_path):
+    path = tmp_path / "smap.mlir"
+    path.write_text("""func.func @main(%x: tensor<8x4xf32>) -> tensor<4x4xf32> {
+  %0 = stablehlo.custom_call @Sharding(%x) {mhlo.sharding = "{devices=[2,1]<=[2]}"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %1 = stablehlo.custom_call @SPMDFullToShardShape(%0) {mhlo.sharding = "{manual}"} : (tensor<8x4xf32>) -> tensor<4x4xf32>
+  return %1 : tensor<4x4xf32>
+}
+""")
+    out = tmp_path / "smap.vmfb"
+    proc = run_cli("compile", str(path), "-o", str(out), "--target", "vulkan")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"tilefuse: error: {path}:3:8: custom_call @SPMDFullToShardShape")
+    assert "tensor<4x4xf32>" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()

@@ -138,7 +138,7 @@ def phase1_input(program: Program, target: Target, workdir: Path, widen: bool = 
     module = ir.Module.parse(program.text, ctx)
     widened = widen and wide_accumulators.rewrite_module(module)
     if target.device_target is None and not widened:
-        if program.path is not None:
+        if program.path is not None and not program.edited:
             return program.path
         path = workdir / "input.mlir"
         path.write_text(program.text)

@@ -28,6 +28,9 @@ class Program:
     name: str  # how messages refer to it (a path or "<string>")
     path: Path | None  # the file it came from, if any
     functions: list[str]  # public functions, the callable entry points
+    # Whether `text` says something other than the file (annotations
+    # dropped, shardings.py): then phase 1 must read `text`, not `path`.
+    edited: bool = False
 
 
 def location_text(loc: ir.Location, name: str | None = None) -> str:
@@ -71,10 +74,12 @@ def load_program(source: str | Path | bytes) -> Program:
         # iree-compile cannot read what jax.export serialized: phase 1 reads
         # the StableHLO text instead (driver.phase1_input).
         data, path = exported, None
+    edited = False
     if shardings.uses_shardy(data):
         # IREE registers no Shardy dialect; on one device its annotations
         # change nothing (shardings.py).
-        data = shardings.drop_shardings(data, name)
+        dropped = shardings.drop_shardings(data, name)
+        edited, data = dropped is not data, dropped
     ctx = context()
     if data.startswith(BYTECODE_MAGIC):
         asm: str | bytes = data
@@ -101,11 +106,13 @@ def load_program(source: str | Path | bytes) -> Program:
                 functions.append(ir.StringAttr(attrs["sym_name"]).value)
     if not functions:
         raise TilefuseError("no public function to compile (expected a func.func)", name)
+    # IREE parses GSPMD's sharding custom calls but cannot lower them.
+    edited = shardings.drop_gspmd(module, name) or edited
     text = module.operation.get_asm(enable_debug_info=True)
     if path is not None:
         # Keep the user's file name in locations, for IREE's error messages.
         text = text.replace('loc("-":', f'loc("{path}":')
-    return Program(text=text, name=name, path=path, functions=functions)
+    return Program(text=text, name=name, path=path, functions=functions, edited=edited)
 
 
 def _from_jax_export(data: bytes, name: str) -> bytes:

@@ -19,6 +19,13 @@ MLIR (which knows `sdy`), before the program is parsed for IREE:
 
 Anything else in `sdy` (a shard_map that really splits its arrays, with the
 collectives between the pieces) is a TilefuseError at the user's line.
+
+Programs lowered with the older GSPMD partitioner
+(`jax_use_shardy_partitioner=False`, and what such JAX versions exported)
+say the same in StableHLO itself, which IREE parses but cannot lower:
+`custom_call @Sharding` (a sharding constraint) becomes its operand, and so
+do `@SPMDFullToShardShape` / `@SPMDShardToFullShape` where the piece is the
+whole array (drop_gspmd). `mhlo.sharding` attributes stay: IREE ignores them.
 """
 
 from .errors import TilefuseError
@@ -26,6 +33,9 @@ from .errors import TilefuseError
 _PASS_THROUGH = ("sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier")
 _INLINED = ("sdy.named_computation", "sdy.manual_computation")
 _ERASED = ("sdy.mesh", "sdy.sharding_group")
+# GSPMD's custom calls: an annotation, and the two ends of a shard_map.
+_GSPMD_ANNOTATION = "Sharding"
+_GSPMD_SHARD_MAP = ("SPMDFullToShardShape", "SPMDShardToFullShape")
 
 
 def uses_shardy(data: bytes) -> bool:
@@ -67,6 +77,41 @@ def drop_shardings(data: bytes, name: str) -> bytes:
         for op in sdy_ops:
             _drop_op(op, name, ir)
         return module.operation.get_asm(enable_debug_info=True).encode()
+
+
+def drop_gspmd(module, name: str) -> bool:
+    """Replace GSPMD's sharding custom calls in `module` (parsed in IREE's
+    context) by their operands; whether any was. A shard_map end whose piece
+    is not the whole array is a TilefuseError at its line."""
+    from iree.compiler import ir as iree_ir
+
+    from .irutil import walk
+
+    calls = []
+    for op in walk(module.operation):
+        if op.name != "stablehlo.custom_call":
+            continue
+        target = iree_ir.StringAttr(op.attributes["call_target_name"]).value
+        if target == _GSPMD_ANNOTATION or target in _GSPMD_SHARD_MAP:
+            calls.append((op, target))
+    for op, target in calls:
+        if len(op.operands) != 1 or len(op.results) != 1:
+            raise TilefuseError(
+                f"custom_call @{target} with {len(op.operands)} operands: not a GSPMD "
+                "sharding annotation tilefuse knows",
+                _where(op, name),
+            )
+        operand, result = op.operands[0], op.results[0]
+        if operand.type != result.type:
+            raise TilefuseError(
+                f"custom_call @{target} turns a {operand.type} into {result.type} over a mesh: "
+                "tilefuse compiles for one device, so a shard_map must run on a mesh whose "
+                "axes it splits over have size 1",
+                _where(op, name),
+            )
+        result.replace_all_uses_with(operand)
+        op.erase()
+    return bool(calls)
 
 
 def _sdy_keys(attributes, ir) -> list[str]:
