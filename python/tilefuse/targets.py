@@ -132,24 +132,27 @@ class Target:
         bits: int,
         bf16: bool = False,
         native: bool = False,
-        sign_extends: bool = False,
+        narrow_ints: bool = False,
         offset_alignment: int = 0,
     ) -> int:
         """Elements of one vector access of `bits`-wide elements: vector_bits
         of them, capped for bf16 (bf16_vector_elements). `native`: one
         SPIR-V vector (at most 4 elements), for vectors a kernel keeps in
         registers and reduces; loads and stores IREE splits itself.
-        `sign_extends`: the kernel sign-extends an integer narrower than 32
-        bits, also one SPIR-V vector: IREE 3.13 loads a longer vector of i8
-        (an i8 -> i16 convert's 8) as i32 words and takes the lanes out with
-        logical shifts, so the sign is lost (tests/test_loop_numerics.py).
+        `narrow_ints`: the kernel sign-extends an integer narrower than 32
+        bits or truncates a 16-bit one to 8 bits, also one SPIR-V vector.
+        IREE 3.13 moves a longer vector of i8 as i32 words: it takes an
+        i8 -> i16 convert's 8 lanes out with logical shifts, so the sign is
+        lost, and packs a ui16 -> ui8 convert's 8 lanes into words with
+        shifts done in i16, so the upper two bytes of each word are lost
+        (tests/test_loop_numerics.py).
         `offset_alignment`: the bytes the dispatch's binding offsets are a
         multiple of (Dispatch.offset_alignment; 0: none): on SPIR-V a vector
         access must divide it, since IREE indexes a binding by whole vectors
         and a 16-byte vector at a 24-byte offset landed at 16 (a
         concatenate's piece written 2 elements early)."""
         n = max(1, self.vector_bits // bits)
-        if (native or sign_extends) and self.backend == "spirv":
+        if (native or narrow_ints) and self.backend == "spirv":
             n = min(n, SPIRV_VECTOR_ELEMENTS)
         if bf16 and self.bf16_vector_elements:
             n = min(n, self.bf16_vector_elements)

@@ -128,9 +128,10 @@ class Dispatch:
     # input's arith.trunci from the i8 IREE stores it as), by op name.
     arith_producers: list[str] = field(default_factory=list)
     # Some op sign-extends an integer narrower than 32 bits (arith.extsi:
-    # an i8 -> i16 convert), which limits SPIR-V vectors
+    # an i8 -> i16 convert) or truncates a 16-bit one to 8 bits (arith.trunci:
+    # a ui16 -> ui8 convert), which limits SPIR-V vectors
     # (Target.vector_elements).
-    sign_extends_narrow: bool = False
+    repacks_narrow_ints: bool = False
     # Each root input is read in the root's loop order (identity map).
     input_maps_identity: list[bool] = field(default_factory=list)
     # Per root loop, per root operand ("in0", .., "out0", ..): the element
@@ -464,7 +465,7 @@ def _describe_root(d: Dispatch, root, func) -> None:
         }
     d.combiners = _combiners(root, num_inputs)
     d.root_gathers = any(op.name == "tensor.extract" for op in walk(root))
-    d.sign_extends_narrow = any(_sign_extends_narrow(op) for op in walk(func))
+    d.repacks_narrow_ints = any(_repacks_narrow_ints(op) for op in walk(func))
     if not d.loop_ranges:
         # A named contraction root (a bare matmul) has no iterator_types:
         # its loops, for explain, are the contraction's.
@@ -486,9 +487,13 @@ def _offset_alignment(top: list[ir.Operation]) -> int:
     return alignment
 
 
-def _sign_extends_narrow(op: ir.Operation) -> bool:
-    # (arith.extsi takes integers only: its source's width is the question.)
-    return op.name == "arith.extsi" and _element(op.operands[0].type)[1] < 32
+def _repacks_narrow_ints(op: ir.Operation) -> bool:
+    # (arith.extsi and trunci take integers only: their widths are the question.)
+    if op.name == "arith.extsi":
+        return _element(op.operands[0].type)[1] < 32
+    if op.name == "arith.trunci":
+        return (_element(op.operands[0].type)[1], _element(op.results[0].type)[1]) == (16, 8)
+    return False
 
 
 def _complex_type(func) -> str | None:

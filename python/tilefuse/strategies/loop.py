@@ -166,7 +166,7 @@ def plan(d: Dispatch, target: Target) -> tuple[LoopParams | None, str]:
         bf16,
         target,
         exact_only=bool(d.pad_inputs) or _computes_a_producer(d),
-        sign_extends=d.sign_extends_narrow,
+        narrow_ints=d.repacks_narrow_ints,
         offset_alignment=d.offset_alignment,
     )
     params, why_not = layout()
@@ -235,7 +235,7 @@ def _layout(
     bf16: bool,
     target: Target,
     exact_only: bool = False,
-    sign_extends: bool = False,
+    narrow_ints: bool = False,
     offset_alignment: int = 0,
     vector_limit: int | None = None,
 ) -> tuple[LoopParams | None, str]:
@@ -268,7 +268,7 @@ def _layout(
     exact_tiles = exact_only or (bool(serial_dims) and target.backend != "cuda")
     # Vector: as many elements as fit vector_bits, and it must divide the row.
     max_vector = target.vector_elements(
-        bits, bf16, sign_extends=sign_extends, offset_alignment=offset_alignment
+        bits, bf16, narrow_ints=narrow_ints, offset_alignment=offset_alignment
     )
     max_vector = min(max_vector, vector_limit or max_vector)
     vector = 1
