@@ -288,9 +288,9 @@ def dot_free_extents(op: ir.Operation) -> list[list[int]]:
 # and removes them (the fusion plan's split_steps).
 SPLIT_STEP = "tilefuse.split_step"
 # A unit attribute on the ops a rewrite added whose dispatches IREE's own
-# formation should form: the planner leaves their groups to it. A sort
-# network's step (sorts.py) stays several linalg ops in a pre-formed region,
-# which no kernel takes; IREE fuses it into one generic the loop kernel takes.
+# formation should form: the planner puts them in no group. A sort network's
+# step (sorts.py) stays several linalg ops in a pre-formed region, which no
+# kernel takes; IREE fuses it into one generic the loop kernel takes.
 FORMED_BY_IREE = "tilefuse.formed_by_iree"
 
 

@@ -10,22 +10,28 @@ rewritten here as Batcher's bitonic network: log2(N) * (log2(N) + 1) / 2
 steps for N the length rounded up to a power of two, each an elementwise
 program over every element, with no loop in any invocation.
 
-One step of the network, for merge blocks of k elements and pairs J apart,
-on each operand viewed (a reshape, no copy) as
+The network is the variant without direction bits: for each merge size
+k = 2, 4, ..., N, a flip of each block of k (element t of the block against
+element k - 1 - t), then half-cleaners of pairs J = k / 4, ..., 1 apart, all
+ascending. One step, on each operand viewed (a reshape, no copy) as
 
-    [P * B, 2, J * Q]    P: the dims before the sorted one, B = N / (2 J),
-                         Q: the dims after it
+    [P * N / (2 J), 2, J, Q]    P: the dims before the sorted one,
+                                Q: the dims after it
 
-so that an element's partner is the one at the same place in the other half
-of the middle dim (lo = [:, 0, :], hi = [:, 1, :]). The pair is in order when
-lo comes first in its block's direction (ascending where the block's bit
-b & k / (2 J) is 0; the last merge, k = N, is ascending throughout):
+reads each element's partner as a reverse of the view: of dims 1 and 2 for a
+flip (J = k / 2), of dim 1 for a half-cleaner. The lower place of a pair
+(index 0 of dim 1) takes its partner when the partner comes first, the upper
+place when it does not:
 
-    swap   = asc ? lt(hi, lo) : lt(lo, hi)
-    out    = (swap xor in_hi_half) ? hi : lo          (broadcast back over the 2)
+    take = lt(partner, self) xor in_upper_half
+    out  = take ? partner : self
+
+No step depends on k but through J, so the half-cleaners of one J are the
+same program in every merge, and IREE keeps one executable for them
+(2 log2(N) - 2 distinct steps of log2(N) (log2(N) + 1) / 2).
 
 lt is the sort's own comparator, applied elementwise (its body cloned onto
-the half shape), made a strict total order with the element's original
+the view's shape), made a strict total order with the element's original
 position as the tie-break: lt(a, b) = comp(a, b) or (not comp(b, a) and
 pos(a) < pos(b)). So the network computes exactly the stable sort, which is
 what `is_stable` asks for and a valid result where it does not. The position
@@ -34,17 +40,17 @@ top_k's) or a new one. A length that is not a power of two is padded up to N;
 a padded element (position >= n) is after every real one, whatever the
 comparator says, and the padding is sliced off at the end.
 
-Each step is one dispatch per operand: IREE forms one per result, and the
-loop kernel takes each (the views keep it at rank 3). On a GPU a dispatch
-per step replaces IREE's O(n^2) loop in one thread per row; its time there
-has not been measured.
+IREE forms each step's dispatches (the planner leaves the network's ops out
+of its groups: FORMED_BY_IREE), one per result or one for several, and the
+loop kernel takes each, reading the partner by tensor.extract. On a GPU a
+dispatch per step replaces IREE's O(n^2) loop in one thread per row; its
+time there has not been measured.
 
 Left to IREE, with the reason in the log: sorts of SERIAL_MAX elements or
 fewer (IREE's serial sort finishes there, in one dispatch), sorts read only
 through their first k <= TOP_K_MAX (IREE makes its top-k kernel of them),
-comparators with
-ops other than elementwise ones and constants, or reading values from
-outside themselves, and complex operands.
+comparators with ops other than elementwise ones and constants, or reading
+values from outside themselves, and complex operands.
 """
 
 import math
@@ -152,23 +158,25 @@ def _position_operand(op: ir.Operation, dim: int) -> int | None:
     return None
 
 
-def _steps(length: int) -> list[tuple[int, int]]:
-    """(k, J) of each step of the bitonic network over `length` (a power of
-    two) elements."""
+def _steps(length: int) -> list[tuple[int, bool]]:
+    """(J, flip) of each step of the network over `length` (a power of two)
+    elements: for each merge size k, a flip of blocks of k (J = k / 2), then
+    half-cleaners of pairs J = k / 4, ..., 1 apart."""
     steps, k = [], 2
     while k <= length:
-        j = k // 2
+        steps.append((k // 2, True))
+        j = k // 4
         while j >= 1:
-            steps.append((k, j))
+            steps.append((j, False))
             j //= 2
         k *= 2
     return steps
 
 
-def _template(shape, dim, elements, position, loc) -> tuple[str, int]:
+def _template(shape, dim, elements, position, loc) -> tuple[str, list[tuple[int, bool]]]:
     """The network as a func.func taking the sort's operands and returning
     its results, with `func.call @COMPARATOR` where the comparator applies;
-    and the number of steps. `position`: the operand that is an iota along
+    and its steps (_steps). `position`: the operand that is an iota along
     `dim`, or None (then the network carries one more, its own)."""
     n, rank = shape[dim], len(shape)
     big = 1 << max(1, math.ceil(math.log2(n)))
@@ -204,60 +212,47 @@ def _template(shape, dim, elements, position, loc) -> tuple[str, int]:
         pos_at = len(carried) - 1
     steps = _steps(big)
     m = len(elements)
-    for s, (k, j) in enumerate(steps):
-        rows, width = before * big // (2 * j), j * after
-        view, half = [rows, 2, width], [rows, 1, width]
-        hb, vb = tensor_text(half, "i1"), tensor_text(view, "i1")
-        # each carried operand's type on the padded, view and half shapes
-        texts = [tuple(tensor_text(x, e) for x in (padded, view, half)) for _, e in carried]
-        los, his = [], []
-        for i, ((value, _), (full, v, h)) in enumerate(zip(carried, texts)):
+    for s, (j, flip) in enumerate(steps):
+        view = [before * big // (2 * j), 2, j, after]
+        vb, v32 = tensor_text(view, "i1"), tensor_text(view, "i32")
+        # each carried operand's type on the padded and view shapes
+        texts = [(tensor_text(padded, e), tensor_text(view, e)) for _, e in carried]
+        selves, partners = [], []
+        for i, ((value, _), (full, v)) in enumerate(zip(carried, texts)):
+            # An element's partner: the mirror in its block (flip) or the
+            # same place in the other half.
+            reversed_dims = "1, 2" if flip else "1"
             lines += [
                 f"%v{s}_{i} = stablehlo.reshape {value} : ({full}) -> {v}",
-                f"%lo{s}_{i} = stablehlo.slice %v{s}_{i} [0:{rows}, 0:1, 0:{width}] : ({v}) -> {h}",
-                f"%hi{s}_{i} = stablehlo.slice %v{s}_{i} [0:{rows}, 1:2, 0:{width}] : ({v}) -> {h}",
+                f"%p{s}_{i} = stablehlo.reverse %v{s}_{i}, dims = [{reversed_dims}] : {v}",
             ]
-            los.append((f"%lo{s}_{i}", h))
-            his.append((f"%hi{s}_{i}", h))
-        own = ", ".join(h for _, h in his[:m] for _ in range(2))
-        declarations.append(f"func.func private @{COMPARATOR}_{s}({own}) -> {hb}")
-        lt_lines, swap = _lt(
+            selves.append((f"%v{s}_{i}", v))
+            partners.append((f"%p{s}_{i}", v))
+        own = ", ".join(v for _, v in selves[:m] for _ in range(2))
+        declarations.append(f"func.func private @{COMPARATOR}_{s}({own}) -> {vb}")
+        lt_lines, before_self = _lt(
             f"_{s}",
             f"@{COMPARATOR}_{s}",
-            his[:m] + [his[pos_at]],
-            los[:m] + [los[pos_at]],
+            partners[:m] + [partners[pos_at]],
+            selves[:m] + [selves[pos_at]],
             m,
             n,
             big,
-            hb,
-            tensor_text(half, pos_element),
+            vb,
+            tensor_text(view, pos_element),
         )
         lines += lt_lines
-        if k < big:  # blocks alternate: descending where the block's bit is set
-            h32 = tensor_text(half, "i32")
-            lines += [
-                f"%b{s} = stablehlo.iota dim = 0 : {h32}",
-                f"%bit{s} = stablehlo.constant dense<{k // (2 * j)}> : {h32}",
-                f"%bb{s} = stablehlo.and %b{s}, %bit{s} : {h32}",
-                f"%zb{s} = stablehlo.constant dense<0> : {h32}",
-                f"%asc{s} = stablehlo.compare EQ, %bb{s}, %zb{s}, SIGNED : ({h32}, {h32}) -> {hb}",
-                f"%desc{s} = stablehlo.not {swap} : {hb}",
-                f"%swap{s} = stablehlo.select %asc{s}, {swap}, %desc{s} : {hb}, {hb}",
-            ]
-            swap = f"%swap{s}"
-        v32 = tensor_text(view, "i32")
+        # The lower place takes its partner when the partner comes first,
+        # the upper one when it does not.
         lines += [
-            f"%sb{s} = stablehlo.broadcast_in_dim {swap}, dims = [0, 1, 2] : ({hb}) -> {vb}",
             f"%half{s} = stablehlo.iota dim = 1 : {v32}",
             f"%one{s} = stablehlo.constant dense<1> : {v32}",
             f"%inhi{s} = stablehlo.compare EQ, %half{s}, %one{s}, SIGNED : ({v32}, {v32}) -> {vb}",
-            f"%take{s} = stablehlo.xor %sb{s}, %inhi{s} : {vb}",
+            f"%take{s} = stablehlo.xor {before_self}, %inhi{s} : {vb}",
         ]
-        for i, ((_, element), (full, v, h)) in enumerate(zip(carried, texts)):
+        for i, ((_, element), (full, v)) in enumerate(zip(carried, texts)):
             lines += [
-                f"%lob{s}_{i} = stablehlo.broadcast_in_dim %lo{s}_{i}, dims = [0, 1, 2] : ({h}) -> {v}",
-                f"%hib{s}_{i} = stablehlo.broadcast_in_dim %hi{s}_{i}, dims = [0, 1, 2] : ({h}) -> {v}",
-                f"%o{s}_{i} = stablehlo.select %take{s}, %hib{s}_{i}, %lob{s}_{i} : {vb}, {v}",
+                f"%o{s}_{i} = stablehlo.select %take{s}, %p{s}_{i}, %v{s}_{i} : {vb}, {v}",
                 f"%n{s}_{i} = stablehlo.reshape %o{s}_{i} : ({v}) -> {full}",
             ]
             carried[i] = (f"%n{s}_{i}", element)
@@ -278,7 +273,7 @@ def _template(shape, dim, elements, position, loc) -> tuple[str, int]:
         "\n".join(declarations) + "\n"
         f"func.func @sort({args}) -> ({', '.join(types)}) {{\n{body}\n"
         f"  return {', '.join(results)} : {', '.join(types)} {loc}\n}}",
-        len(steps),
+        steps,
     )
 
 
@@ -390,10 +385,10 @@ def _apply_comparator(call: ir.Operation, comparator: ir.Block) -> list[ir.Opera
 
 
 def _is_step_output(op: ir.Operation) -> bool:
-    """A step's select of an operand's new values ([rows, 2, width]): one
-    dispatch each."""
+    """A step's select of an operand's new values ([rows, 2, J, after]):
+    one dispatch each."""
     shape = shape_of(op.results[0].type) if op.name == "stablehlo.select" else None
-    return shape is not None and len(shape) == 3 and shape[1] == 2
+    return shape is not None and len(shape) == 4 and shape[1] == 2
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:
@@ -424,10 +419,12 @@ def rewrite_function(func: ir.Operation) -> list[str]:
                 network_op.attributes[FORMED_BY_IREE] = ir.UnitAttr.get()
         erase_with_dead_producers(op)
         carried = len(elements) + (position is None)
+        # A flip of pairs 1 apart is the half-cleaner of J = 1.
+        distinct = len({(j, flip and j > 1) for j, flip in steps})
         log.append(
             f"sort at {where} of {shape[dim]} elements along dim {dim} rewritten as a bitonic "
-            f"network: {steps} steps of {carried} elementwise dispatches (IREE sorts serially "
-            "in one invocation per row)"
+            f"network: {len(steps)} elementwise steps over {carried} operands, "
+            f"{distinct} distinct (IREE sorts serially in one invocation per row)"
         )
     return log
 
