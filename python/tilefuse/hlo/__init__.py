@@ -4,6 +4,8 @@
     fold_scalars.py scalar arithmetic on constants (jnp.var's divisor) folded
     gather_clamps.py a gather of whole rows with its indices clamped, as StableHLO
                   clamps them (IREE's index_select reads outside the operand)
+    unsigned_ops.py reverses and window reductions of unsigned integers on signless
+                  ones (IREE cannot lower them on unsigned types)
     grouped_convs.py grouped convolutions as depthwise ones and a sum, or one per
                   group (SPIR-V targets: IREE's codegen of them is wrong there)
     mixed_convs.py grouped convolutions of f16/bf16 with an f32 result read their
@@ -77,6 +79,7 @@ from . import (
     transpose_chains,
     unit_reduces,
     unit_transposes,
+    unsigned_ops,
     wide_accumulators,
 )
 from .normalize import normalize
@@ -114,6 +117,12 @@ FUNCTION_REWRITES = (
         "gather_clamps",
         lambda t: True,
         _any_target(gather_clamps.rewrite_function),
+        corrects=True,
+    ),
+    FunctionRewrite(
+        "unsigned_ops",
+        lambda t: True,
+        _any_target(unsigned_ops.rewrite_function),
         corrects=True,
     ),
     FunctionRewrite(
