@@ -14,8 +14,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tilefuse
+from tilefuse import TilefuseError
 from tilefuse.hlo import sorts
 from tilefuse.hlo.sorts import SERIAL_MAX
+from tilefuse.targets import load_target
 from tilefuse.toolchain import iree_compile
 
 RNG = np.random.default_rng(0)
@@ -137,3 +139,41 @@ def test_a_top_8_stays_iree_s():
     result = tilefuse.compile_program(text, "vulkan")
     assert not any("bitonic network" in line for line in result.fusion.log)
     assert any("only its first 8 of 1000 are read" in line for line in result.fusion.log)
+
+
+UNREAD = [
+    ("argsort", lambda x: jnp.argsort(x, axis=-1)),
+    ("top_k_indices", lambda x: jax.lax.top_k(x, 5)[1]),
+]
+
+
+@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
+@pytest.mark.parametrize(("name", "fn"), UNREAD, ids=[u[0] for u in UNREAD])
+def test_cuda_sorts_with_a_result_nobody_reads_take_the_network(target, name, fn, tmp_path):
+    """IREE's CUDA sort keeps an unread result (argsort's sorted keys) in a
+    temporary it fails to bufferize, at any length past a few dozen: the
+    network sorts those, short as they are, with every step a loop kernel."""
+    x = keys((4, 100))
+    text = jax.jit(fn).lower(x).as_text()
+    if target == "cuda":  # (sm_90 reaches iree-compile inside the module)
+        path = tmp_path / f"{name}.mlir"
+        path.write_text(text)
+        flags = [*load_target(target).compile_flags, "-o", str(tmp_path / "x.vmfb")]
+        with pytest.raises(TilefuseError, match="failed to bufferize"):
+            iree_compile([str(path), *flags], "iree-compile")
+    result = tilefuse.compile_program(text, target, strict=True)
+    assert any("rewritten as a bitonic network" in line for line in result.fusion.log)
+    steps = [r for r in result.reports if "memcpy" not in r.name]
+    assert all(r.strategy == "loop" and r.status == "applied" for r in steps)
+
+
+@pytest.mark.parametrize(("name", "fn"), UNREAD, ids=[u[0] for u in UNREAD])
+def test_the_networks_cuda_takes_for_unread_results_match_jax(name, fn, monkeypatch):
+    """The same rewrite, run on Vulkan (its refusal told the target is
+    CUDA), against JAX."""
+    refusal = sorts.refusal
+    monkeypatch.setattr(sorts, "refusal", lambda op, cuda=False: refusal(op, True))
+    x = keys((4, 100))
+    f, log = compiled(fn, x)
+    assert log and "rewritten as a bitonic network" in log[0], log
+    exact(f(x), jax.jit(fn)(x))

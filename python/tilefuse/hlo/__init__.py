@@ -147,7 +147,7 @@ FUNCTION_REWRITES = (
     FunctionRewrite(
         "sorts",
         lambda t: t.is_gpu,
-        _any_target(sorts.rewrite_function),
+        sorts.rewrite_function,
         splits=True,
         corrects=True,
     ),

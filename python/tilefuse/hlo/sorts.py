@@ -46,6 +46,11 @@ loop kernel takes each, reading the partner by tensor.extract. On a GPU a
 dispatch per step replaces IREE's O(n^2) loop in one thread per row; its
 time there has not been measured.
 
+On CUDA a sort with a result nobody reads (argsort's sorted keys, top_k's
+values when only the indices are used) is rewritten at any length: IREE's
+CUDA sort keeps that result in a temporary it fails to bufferize ("failed
+to bufferize op", from 32 keys on sm_80 and 17 on sm_90).
+
 Left to IREE, with the reason in the log: sorts of SERIAL_MAX elements or
 fewer (IREE's serial sort finishes there, in one dispatch), sorts read only
 through their first k <= TOP_K_MAX (IREE makes its top-k kernel of them),
@@ -59,6 +64,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import defining_op, user_op, walk
+from ..targets import Target
 from .argminmax import tensor_text
 from .ops import (
     FORMED_BY_IREE,
@@ -83,21 +89,25 @@ TOP_K_MAX = 8
 COMPARATOR = "tilefuse_sort_comparator"
 
 
-def refusal(op: ir.Operation) -> str | None:
-    """Why this sort is left to IREE, or None."""
+def refusal(op: ir.Operation, cuda: bool = False) -> str | None:
+    """Why this sort is left to IREE, or None. `cuda`: for a CUDA target,
+    where a short sort with a result nobody reads is rewritten too."""
     shape = shape_of(op.operands[0].type)
     if shape is None:
         return "dynamic shape"
     dim = ir.IntegerAttr(op.attributes["dimension"]).value
     n = shape[dim]
-    if n <= SERIAL_MAX:
+    # IREE's CUDA sort keeps a result nobody reads in a temporary it fails
+    # to bufferize (argsort, top_k's indices alone: "failed to bufferize op").
+    unread_on_cuda = cuda and n > 1 and _unread_result(op)
+    if n <= SERIAL_MAX and not unread_on_cuda:
         return f"{n} elements per sort: IREE's serial sort finishes (at most {SERIAL_MAX})"
     for value in op.operands:
         element = str(ir.ShapedType(value.type).element_type)
         if not element.lstrip("usb").startswith(("i", "f")):
             return f"operand of {element}: only integer and float operands are sorted here"
     k = _top_k(op, dim)
-    if k is not None and k <= TOP_K_MAX:
+    if k is not None and k <= TOP_K_MAX and not unread_on_cuda:
         return (
             f"only its first {k} of {n} are read (slices): IREE turns that into its top-k "
             f"kernel, right for k up to {TOP_K_MAX} (sweep 18's top-8 of 32000)"
@@ -122,6 +132,17 @@ def refusal(op: ir.Operation) -> str | None:
                 return "its comparator reads a value from outside it"
         inside.append(inner)
     return None
+
+
+def _unread_result(op: ir.Operation) -> bool:
+    """Whether a result of the sort is not read (argsort's sorted keys),
+    or read only by ops whose results nobody reads (top_k's dead slice)."""
+
+    def unread(value: ir.Value) -> bool:
+        users = [user_op(use) for use in value.uses]
+        return all(u.name == "stablehlo.slice" and not list(u.results[0].uses) for u in users)
+
+    return any(unread(result) for result in op.results)
 
 
 def _top_k(op: ir.Operation, dim: int) -> int | None:
@@ -391,14 +412,15 @@ def _is_step_output(op: ir.Operation) -> bool:
     return shape is not None and len(shape) == 4 and shape[1] == 2
 
 
-def rewrite_function(func: ir.Operation) -> list[str]:
-    """Rewrite every sort of `func` longer than SERIAL_MAX in place; one log
-    line per sort (rewritten, or why not)."""
+def rewrite_function(func: ir.Operation, target: Target) -> list[str]:
+    """Rewrite every sort of `func` longer than SERIAL_MAX in place (and on
+    CUDA every one with a result nobody reads); one log line per sort
+    (rewritten, or why not)."""
     log = []
     sorts = [op for op in walk(func) if op.name == SORT]
     for op in sorts:
         where = location_text(op.location)
-        why = refusal(op)
+        why = refusal(op, target.backend == "cuda")
         if why:
             if not why.endswith(f"(at most {SERIAL_MAX})"):
                 log.append(f"sort at {where} {LEFT_AS_IT_IS}: {why}")
