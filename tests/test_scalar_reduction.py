@@ -11,6 +11,8 @@ large cases are also what that fallback got wrong.
 
 import shutil
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import tilefuse
@@ -257,6 +259,8 @@ def test_non_identity_init_is_left_to_iree_with_the_reason():
         ([300, 700], [(300, 700), (1, 300)]),
         ([100, 10], [(1, 1000)]),  # small: one row
         ([100000, 3], None),  # rows of 3: refused (IREE's reduce stays)
+        ([200, 200], [(200, 200), (1, 200)]),  # short rows, many of them
+        ([1000, 100], None),  # rows shorter than ROW_SHORTEST: refused
         ([3, 100000], [(3, 100000), (1, 3)]),
     ],
 )
@@ -311,3 +315,29 @@ def test_a_broadcast_scalar_joins_the_cone():
     out = CompiledModule(result.vmfb, "vulkan", result.reports).main(x, y)
     want = (1 / (1 + np.exp(x.astype(np.float64) * y))).sum()
     assert abs(float(np.asarray(out)) - want) <= 1e-5 * abs(want)
+
+
+MASKED = [
+    ("trace", lambda x: jnp.trace(x)),
+    ("tril_sum", lambda x: jnp.tril(x).sum()),
+    ("triu_mean", lambda x: jnp.triu(x, 1).mean()),
+]
+
+
+@pytest.mark.parametrize("n", [200, 512])
+@pytest.mark.parametrize(("name", "fn"), MASKED, ids=[m[0] for m in MASKED])
+def test_sums_under_an_iota_mask(n, name, fn):
+    """jnp.trace and triangle sums: a reduce to a scalar whose body reads a
+    loop index. Plain IREE on lavapipe fails to compile it at 200 x 200
+    (a workgroup buffer of index) and sums a part of it at 512 x 512 (8.08
+    for a trace of 26.50). Short rows (200) are split too, and the first
+    step, a lone row reduction reading the index, takes the softmax kernel
+    (the row kernels' chunks renumber the index)."""
+    x = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
+    text = jax.jit(fn).lower(x).as_text()
+    result = tilefuse.compile_program(text, "vulkan", strict=True)
+    assert result.reports[0].strategy == "softmax", [r.line() for r in result.reports]
+    assert all(r.status == "applied" for r in result.reports)
+    got = CompiledModule(result.vmfb, "vulkan", result.reports).main(x)
+    want = float(np.asarray(jax.jit(fn)(x)))
+    assert abs(float(np.asarray(got)) - want) <= 1e-4 * max(1.0, abs(want))

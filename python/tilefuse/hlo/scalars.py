@@ -62,6 +62,9 @@ IDENTITIES = {
 # elements quickly. Longer ones are split into rows of about ROW_TARGET
 # elements (a few chunks of the row kernel each), at least ROW_MIN.
 ROW_MIN, ROW_TARGET, ROW_MAX = 512, 2048, 16384
+# Where no split between two dims gives rows of ROW_MIN, rows down to this
+# length are still taken (shorter ones leave the reduce to IREE).
+ROW_SHORTEST = 128
 
 
 def _identity(body: str, element: str):
@@ -98,7 +101,7 @@ def refusal(op: ir.Operation) -> tuple[str | None, str]:
     if why:
         return why, ""
     if steps(shape) is None:
-        return f"no split between two of its dims gives rows of {ROW_MIN} elements or more", ""
+        return f"no split between two of its dims gives rows of {ROW_SHORTEST} elements or more", ""
     return None, body
 
 
@@ -161,7 +164,14 @@ def first_row_length(shape: list[int]) -> int | None:
     if n <= ROW_MAX:
         return n
     longer = [m for m in splits if m > ROW_MAX]  # long rows, but one per workgroup
-    return min(longer) if longer else None
+    if longer:
+        return min(longer)
+    # Only rows shorter than ROW_MIN (a 200 x 200 matrix): many of them still
+    # beat one workgroup reading everything, IREE's codegen of the reduce
+    # (which on lavapipe fails where it reads a loop index: jnp.trace), down
+    # to rows of a subgroup's few vectors.
+    short = max(splits)
+    return short if short >= ROW_SHORTEST else None
 
 
 def steps(shape: list[int]) -> list[tuple[int, int]] | None:

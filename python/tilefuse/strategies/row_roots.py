@@ -63,13 +63,15 @@ ROOT_KINDS = {
 }
 
 
-def row_ops_refusal(d: Dispatch) -> str | None:
+def row_ops_refusal(d: Dispatch, indexed_lone_ok: bool = False) -> str | None:
     """Why the dispatch is not a chain of ops over [rows, n] rows (elementwise,
     row reductions, one value per row) ending in such a root, or None. An op
     over one value per row besides the root (a jnp.var layer norm in f16,
     whose mean two ops read) is recomputed where it is read: by each lane in
     row_warp (every lane holds the reduction's value), by each thread in the
-    softmax kernel."""
+    softmax kernel. `indexed_lone_ok`: a lone row reduction that reads a
+    loop index (a masked trace, jnp.tril(x).sum()) is taken too, which the
+    softmax kernel computes right and the row kernels do not."""
     if d.problem:
         return d.problem
     if d.root_op != "linalg.generic" or tuple(d.iterator_types) not in ROOT_KINDS:
@@ -117,8 +119,10 @@ def row_ops_refusal(d: Dispatch) -> str | None:
     ):
         return "several ops over one value per row"
     root_reduces = ROOT_KINDS[tuple(d.iterator_types)] == "reduction"
-    if reductions < 1 + root_reduces:
-        # A lone row reduction is the row kernel's (row_reduction.py).
+    lone_indexed = root_reduces and reductions == 1 and any(o.indexes for o in d.op_summaries)
+    if reductions < 1 + root_reduces and not (indexed_lone_ok and lone_indexed):
+        # A lone row reduction is the row kernel's (row_reduction.py), but
+        # for one that reads a loop index, which the row kernels renumber.
         return "no row reduction besides the root"
     return None
 
@@ -155,7 +159,7 @@ def lone_reduction_refusal(d: Dispatch) -> str | None:
         # chunking of the reduced dim renumbered linalg.index (8 of 8 rows
         # wrong); the row-warp kernel failed to build. (The softmax kernel
         # takes argmax's iota: hlo/argminmax.py.)
-        return "an op reads a loop index (linalg.index), which the kernels' chunking renumbers"
+        return "an op reads a loop index (linalg.index), which the kernels' chunking renumbers (the softmax kernel takes it)"
     if d.outputs[0].bits > MAX_ACCUMULATOR_BITS:
         return f"{d.outputs[0].element_type} accumulator (shuffles are 32-bit)"
     others = len(d.ops) - 1

@@ -220,7 +220,7 @@ def _packed_within_grid(rows: int, n: int, target: Target) -> bool:
 
 
 def plan(d: Dispatch, target: Target) -> tuple[SoftmaxParams | None, str]:
-    why_not = row_ops_refusal(d)
+    why_not = row_ops_refusal(d, indexed_lone_ok=True)
     if why_not:
         return None, why_not
     if d.iterator_types == ROOT_EPILOGUE:
