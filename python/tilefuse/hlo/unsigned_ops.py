@@ -142,9 +142,8 @@ def is_cumulative(op: ir.Operation) -> bool:
 
 
 def refusal(op: ir.Operation) -> str | None:
-    """Why an unsigned reduce_window is left as it is, or None."""
-    if len(op.operands) != 2:
-        return f"{len(op.operands) // 2} inputs (a variadic window reduction)"
+    """Why a cumulative reduce_window of unsigned values is left as it is,
+    or None."""
     combine = _body_op(op)
     if combine is None:
         return "its body is not one op of its two arguments"
@@ -183,6 +182,8 @@ def _rewrite_reduce_window(op: ir.Operation, element: ir.IntegerType) -> None:
 
 
 def rewrite_function(func: ir.Operation) -> list[str]:
+    """Rewrite the unsigned reverses and cumulative window reductions of
+    `func` in place; one log line each (rewritten, or why not)."""
     log = []
     for op in [o for o in walk(func) if o.name in (REVERSE, REDUCE_WINDOW)]:
         element = _unsigned(op.operands[0])
