@@ -147,21 +147,20 @@ UNREAD = [
 ]
 
 
-@pytest.mark.parametrize("target", ["cuda", "cuda-sm90"])
 @pytest.mark.parametrize(("name", "fn"), UNREAD, ids=[u[0] for u in UNREAD])
-def test_cuda_sorts_with_a_result_nobody_reads_take_the_network(target, name, fn, tmp_path):
+def test_cuda_sorts_with_a_result_nobody_reads_take_the_network(name, fn, tmp_path):
     """IREE's CUDA sort keeps an unread result (argsort's sorted keys) in a
-    temporary it fails to bufferize, at any length past a few dozen: the
+    temporary it fails to bufferize, at any length past a few dozen (sm_80
+    from 32 keys, sm_90 from 17; the rule is the same for both): the
     network sorts those, short as they are, with every step a loop kernel."""
     x = keys((4, 100))
     text = jax.jit(fn).lower(x).as_text()
-    if target == "cuda":  # (sm_90 reaches iree-compile inside the module)
-        path = tmp_path / f"{name}.mlir"
-        path.write_text(text)
-        flags = [*load_target(target).compile_flags, "-o", str(tmp_path / "x.vmfb")]
-        with pytest.raises(TilefuseError, match="failed to bufferize"):
-            iree_compile([str(path), *flags], "iree-compile")
-    result = tilefuse.compile_program(text, target, strict=True)
+    path = tmp_path / f"{name}.mlir"
+    path.write_text(text)
+    flags = [*load_target("cuda").compile_flags, "-o", str(tmp_path / "x.vmfb")]
+    with pytest.raises(TilefuseError, match="failed to bufferize"):
+        iree_compile([str(path), *flags], "iree-compile")
+    result = tilefuse.compile_program(text, "cuda", strict=True)
     assert any("rewritten as a bitonic network" in line for line in result.fusion.log)
     steps = [r for r in result.reports if "memcpy" not in r.name]
     assert all(r.strategy == "loop" and r.status == "applied" for r in steps)
