@@ -294,12 +294,12 @@ def test_cuda_assembles_without_spills(target, arch, tmp_path):
 
 
 @pytest.mark.parametrize("rows,n", [(8, 5000), (64, 1000), (16, 37)])
-def test_a_loop_index_in_the_body_is_refused_and_the_result_right(rows, n):
+def test_a_loop_index_in_the_body_takes_the_softmax_kernel_and_the_result_right(rows, n):
     """sum(where(x > 0, iota, 0)) over rows: the row kernel's chunking of the
     reduced dim renumbered the iota's linalg.index (8x5000: every row
-    wrong), the row-warp kernel failed to build; both now refuse, and IREE's
-    codegen gets it right. (Argmax's iota is the softmax kernel's:
-    test_argminmax.py.)"""
+    wrong), the row-warp kernel failed to build; both refuse it, and the
+    softmax kernel, which reads the index right (argmax's iota:
+    test_argminmax.py), takes it."""
     xs, i32, ys = f"tensor<{rows}x{n}xf32>", f"tensor<{rows}x{n}xi32>", f"tensor<{rows}xi32>"
     text = f"""func.func @main(%x: {xs}) -> {ys} {{
   %z = stablehlo.constant dense<0.0> : {xs}
@@ -313,6 +313,6 @@ def test_a_loop_index_in_the_body_is_refused_and_the_result_right(rows, n):
 }}"""
     module = tilefuse.compile(text, target="vulkan")
     (report,) = module.reports
-    assert report.strategy is None and "reads a loop index" in report.reason, report.line()
+    assert (report.strategy, report.status) == ("softmax", "applied"), report.line()
     x = np.random.default_rng(0).standard_normal((rows, n)).astype(np.float32)
     np.testing.assert_array_equal(module.main(x), np.where(x > 0, np.arange(n), 0).sum(1))
