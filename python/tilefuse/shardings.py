@@ -33,6 +33,11 @@ from .errors import TilefuseError
 _PASS_THROUGH = ("sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier")
 _INLINED = ("sdy.named_computation", "sdy.manual_computation")
 _ERASED = ("sdy.mesh", "sdy.sharding_group")
+# Why a shard_map that splits its arrays is refused, in both dialects.
+ONE_DEVICE = (
+    "tilefuse compiles for one device, so a shard_map must run on a mesh whose "
+    "axes it splits over have size 1"
+)
 # GSPMD's custom calls: an annotation, and the two ends of a shard_map.
 _GSPMD_ANNOTATION = "Sharding"
 _GSPMD_SHARD_MAP = ("SPMDFullToShardShape", "SPMDShardToFullShape")
@@ -105,8 +110,7 @@ def drop_gspmd(module, name: str) -> bool:
         if operand.type != result.type:
             raise TilefuseError(
                 f"custom_call @{target} turns a {operand.type} into {result.type} over a mesh: "
-                "tilefuse compiles for one device, so a shard_map must run on a mesh whose "
-                "axes it splits over have size 1",
+                + ONE_DEVICE,
                 _where(op, name),
             )
         result.replace_all_uses_with(operand)
@@ -172,8 +176,7 @@ def _inline(op, name: str, ir) -> None:
         if arg.type != operand.type:
             raise TilefuseError(
                 f"{op.name} splits a {operand.type} into {arg.type} pieces over a mesh: "
-                "tilefuse compiles for one device, so a shard_map must run on a mesh "
-                "whose axes it splits over have size 1",
+                + ONE_DEVICE,
                 _where(op, name),
             )
         arg.replace_all_uses_with(operand)
