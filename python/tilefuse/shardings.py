@@ -28,7 +28,10 @@ do `@SPMDFullToShardShape` / `@SPMDShardToFullShape` where the piece is the
 whole array (drop_gspmd). `mhlo.sharding` attributes stay: IREE ignores them.
 """
 
+from iree.compiler import ir as iree_ir
+
 from .errors import TilefuseError
+from .irutil import walk
 
 _PASS_THROUGH = ("sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier")
 _INLINED = ("sdy.named_computation", "sdy.manual_computation")
@@ -88,10 +91,6 @@ def drop_gspmd(module, name: str) -> bool:
     """Replace GSPMD's sharding custom calls in `module` (parsed in IREE's
     context) by their operands; whether any was. A shard_map end whose piece
     is not the whole array is a TilefuseError at its line."""
-    from iree.compiler import ir as iree_ir
-
-    from .irutil import walk
-
     calls = []
     for op in walk(module.operation):
         if op.name != "stablehlo.custom_call":

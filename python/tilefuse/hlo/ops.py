@@ -262,6 +262,14 @@ def attribute_lists(attr: ir.Attribute, keys) -> dict[str, list[int]]:
     return numbers
 
 
+def dense_ints(op: ir.Operation, name: str, default: int, rank: int) -> list[int]:
+    """An op's i64 array attribute (a window's dimensions, strides or
+    dilations), or `default` for each of `rank` dims where it is omitted."""
+    if name not in op.attributes:
+        return [default] * rank
+    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+
+
 def index_vector_dim(attr: ir.Attribute) -> int:
     """A gather's or scatter's index_vector_dim, as printed; StableHLO omits
     it when it is 0."""

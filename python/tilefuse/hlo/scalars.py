@@ -125,8 +125,9 @@ def identity_body(op: ir.Operation) -> tuple[str | None, str]:
 
 
 def single_combiner(op: ir.Operation) -> ir.Operation | None:
-    """The one op of a one-operand reduce's body, if the body applies it to
-    its two arguments and yields its result; else None."""
+    """The one op of a one-operand reduce's (or reduce_window's) body, if
+    the body applies it to its two arguments and yields its result; else
+    None."""
     block = op.regions[0].blocks[0]
     body = [o.operation for o in block.operations]
     if len(body) != 2 or not _applies_to_arguments(body[0], block):

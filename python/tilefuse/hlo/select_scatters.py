@@ -30,13 +30,7 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from .argminmax import splice, tensor_text
-from .ops import LEFT_AS_IT_IS, attributes_text, body_ops, element_name, shape_of
-
-
-def _ints(op: ir.Operation, name: str, default: int, rank: int) -> list[int]:
-    if name not in op.attributes:
-        return [default] * rank
-    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+from .ops import LEFT_AS_IT_IS, attributes_text, body_ops, dense_ints, element_name, shape_of
 
 
 def _body(region: ir.Region) -> list[ir.Operation]:
@@ -66,8 +60,8 @@ def refusal(op: ir.Operation) -> str | None:
     if "padding" in op.attributes and any(ir.DenseIntElementsAttr(op.attributes["padding"])):
         return "padded windows"
     rank = len(x_shape)
-    window = _ints(op, "window_dimensions", 1, rank)
-    strides = _ints(op, "window_strides", 1, rank)
+    window = dense_ints(op, "window_dimensions", 1, rank)
+    strides = dense_ints(op, "window_strides", 1, rank)
     windows = [(n - w) // st + 1 for n, w, st in zip(x_shape, window, strides)]
     if windows != s_shape:
         return "the source is not one value per window"
@@ -78,8 +72,8 @@ def _template(op: ir.Operation) -> str:
     x, s, init = op.operands
     x_shape, s_shape = shape_of(x.type), shape_of(s.type)
     rank = len(x_shape)
-    window = _ints(op, "window_dimensions", 1, rank)
-    strides = _ints(op, "window_strides", 1, rank)
+    window = dense_ints(op, "window_dimensions", 1, rank)
+    strides = dense_ints(op, "window_strides", 1, rank)
     element, s_element = element_name(x), element_name(s)
     view, flags = tensor_text(s_shape, element), tensor_text(s_shape, "i1")
     indices, values = tensor_text(s_shape, "i32"), tensor_text(s_shape, s_element)
@@ -142,7 +136,7 @@ def rewrite_function(func: ir.Operation) -> list[str]:
         if why:
             log.append(f"select_and_scatter at {where} {LEFT_AS_IT_IS}: {why}")
             continue
-        window = _ints(op, "window_dimensions", 1, len(shape_of(op.operands[0].type)))
+        window = dense_ints(op, "window_dimensions", 1, len(shape_of(op.operands[0].type)))
         splice(op, _template(op), list(op.operands), result=0)
         log.append(
             f"select_and_scatter at {where} as {math.prod(window)} strided slices, "

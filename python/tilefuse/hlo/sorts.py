@@ -85,7 +85,7 @@ SERIAL_MAX = 256
 # (and wrong for k = 50): up to this k the sort stays IREE's.
 TOP_K_MAX = 8
 # The placeholder the step template calls where the comparator is applied;
-# each call is replaced by the comparator's body cloned onto the half shape.
+# each call is replaced by the comparator's body cloned onto the view's shape.
 COMPARATOR = "tilefuse_sort_comparator"
 
 
@@ -299,7 +299,8 @@ def _template(shape, dim, elements, position, loc) -> tuple[str, list[tuple[int,
 
 
 def _lt(tag, callee, a, b, m, n, big, hb, hp) -> tuple[list[str], str]:
-    """Lines computing lt(a, b) on the half shape, and its name: the
+    """Lines computing lt(a, b) on a step's view (`hb`, `hp`: its i1 and
+    position types), and its name: the
     comparator on the sort's own `m` operands, ties broken by position (the
     last of `a` and `b`), padding (position >= n) after every real element."""
     own = list(zip(a[:m], b[:m]))

@@ -30,7 +30,8 @@ from iree.compiler import ir
 
 from ..frontend import location_text
 from ..irutil import walk
-from .ops import LEFT_AS_IT_IS, shape_of, try_cast
+from .ops import LEFT_AS_IT_IS, dense_ints, shape_of, try_cast
+from .scalars import single_combiner
 
 REVERSE = "stablehlo.reverse"
 REDUCE_WINDOW = "stablehlo.reduce_window"
@@ -98,23 +99,6 @@ def _rewrite_reverse(op: ir.Operation, element: ir.IntegerType) -> None:
     op.erase()
 
 
-def _body_op(op: ir.Operation) -> ir.Operation | None:
-    """The one op of a one-input reduce_window's body, applied to its two
-    arguments and returned; else None."""
-    block = op.regions[0].blocks[0]
-    body = [o.operation for o in block.operations]
-    if len(body) != 2 or len(body[0].results) != 1:
-        return None
-    combine, ret = body
-    if set(combine.operands) != set(block.arguments) or len(combine.operands) != 2:
-        return None
-    return combine if ret.operands[0] == combine.results[0] else None
-
-
-def _ints(op: ir.Operation, name: str, default: list[int]) -> list[int]:
-    return list(ir.DenseI64ArrayAttr(op.attributes[name])) if name in op.attributes else default
-
-
 def is_cumulative(op: ir.Operation) -> bool:
     """A one-input reduce_window whose window spans one dim of its operand,
     padded on one side by all but one element, with unit windows, strides
@@ -123,10 +107,9 @@ def is_cumulative(op: ir.Operation) -> bool:
     if shape is None or len(op.operands) != 2:
         return False
     rank = len(shape)
-    window = _ints(op, "window_dimensions", [1] * rank)
-    ones = [1] * rank
+    window = dense_ints(op, "window_dimensions", 1, rank)
     for name in ("window_strides", "base_dilations", "window_dilations"):
-        if _ints(op, name, ones) != ones:
+        if dense_ints(op, name, 1, rank) != [1] * rank:
             return False
     padding = [[0, 0]] * rank
     if "padding" in op.attributes:
@@ -144,7 +127,7 @@ def is_cumulative(op: ir.Operation) -> bool:
 def refusal(op: ir.Operation) -> str | None:
     """Why a cumulative reduce_window of unsigned values is left as it is,
     or None."""
-    combine = _body_op(op)
+    combine = single_combiner(op)
     if combine is None:
         return "its body is not one op of its two arguments"
     if combine.name not in WRAPPING + ORDERED:
@@ -154,7 +137,7 @@ def refusal(op: ir.Operation) -> str | None:
 
 def _rewrite_reduce_window(op: ir.Operation, element: ir.IntegerType) -> None:
     ip, loc = ir.InsertionPoint(op), op.location
-    combine = _body_op(op)
+    combine = single_combiner(op)
     flip = combine.name in ORDERED
     width = element.width
     x = _signless(op.operands[0], width, flip, ip, loc)
